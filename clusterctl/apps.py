@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ClusterctlConfig(AppConfig):
+    name = "clusterctl"
+    verbose_name = "clusterctl"

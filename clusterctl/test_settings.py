@@ -1,0 +1,19 @@
+"""Settings for the test suite: the real settings, read from the environment like production,
+with the few defaults a test run needs (a throwaway key, plain HTTP test client, fast hashing)."""
+
+import os
+
+os.environ.setdefault("SECRET_KEY", "test-only-key-0123456789-abcdefghijklmnopqrstuvwxyz-not-secret")
+os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
+os.environ.setdefault("ALLOWED_HOSTS", "testserver,localhost,127.0.0.1")
+
+from clusterctl.settings import *  # noqa: F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+# Connections opened by async consumers' worker threads must not outlive a test (test DB teardown).
+DATABASES["default"]["CONN_MAX_AGE"] = 0  # noqa: F405
+# Serve static files from the source folders: tests do not run collectstatic.
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True
+STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405
+STATIC_ROOT = None

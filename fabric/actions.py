@@ -1,0 +1,493 @@
+"""Every state change of the fabric app. Views, admin, tasks and commands call these.
+
+Each action is one transaction: either everything it describes is stored or nothing is.
+Events go out after commit (fabric.events).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from fabric import events
+from fabric.choices import CaKind, LinkState, NodeState, PortState, RoleSource, SwitchRole
+from fabric.importers.types import ParsedFabric, ParsedNodeTopology, PortRef
+from fabric.models import GPU, HCA, Cluster, ImportRecord, Link, Node, NodeTopology, Port, Switch
+from fabric.topology.rates import LinkRate
+
+log = logging.getLogger(__name__)
+BATCH = 2000
+
+
+class ActionError(ValueError):
+    """A request an action refuses; the message says what and where."""
+
+
+@dataclass
+class Counter:
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+
+
+@dataclass
+class ImportSummary:
+    cluster: str
+    format: str
+    switches: int = 0
+    hosts: int = 0
+    cas: int = 0
+    links: int = 0
+    down_ports: int = 0
+    gpus: int = 0
+    changes: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _changed(obj: Any, values: dict[str, Any]) -> bool:
+    """Set values on obj; True when any differed."""
+    dirty = False
+    for name, value in values.items():
+        if getattr(obj, name) != value:
+            setattr(obj, name, value)
+            dirty = True
+    return dirty
+
+
+def _upsert(model, existing: dict, wanted: dict, fields: list[str], make) -> tuple[dict, Counter]:
+    """Bulk create the keys of `wanted` missing from `existing`, bulk update the ones that differ.
+
+    wanted: key -> dict of field values. Returns key -> row for every wanted key.
+    """
+    counter = Counter()
+    to_create, to_update, rows = [], [], {}
+    for key, values in wanted.items():
+        row = existing.get(key)
+        if row is None:
+            row = make(key, values)
+            to_create.append(row)
+            counter.created += 1
+        elif _changed(row, values):
+            to_update.append(row)
+            counter.updated += 1
+        else:
+            counter.unchanged += 1
+        rows[key] = row
+    model.objects.bulk_create(to_create, batch_size=BATCH)
+    if to_update:
+        model.objects.bulk_update(to_update, fields, batch_size=BATCH)
+    return rows, counter
+
+
+def get_or_create_cluster(name: str) -> Cluster:
+    cluster, _ = Cluster.objects.get_or_create(name=name)
+    return cluster
+
+
+@transaction.atomic
+def import_fabric(cluster_name: str, parsed: ParsedFabric, *, fmt: str, source: str = "") -> ImportSummary:
+    """Apply a parsed fabric: upsert by GUID, mark links that vanished as down, detect switch tiers."""
+    cluster = get_or_create_cluster(cluster_name)
+    # Serialise imports of one cluster (a row lock on PostgreSQL; SQLite locks the whole file anyway).
+    Cluster.objects.select_for_update().filter(pk=cluster.pk).first()
+    now = timezone.now()
+    summary = ImportSummary(cluster=cluster.name, format=fmt)
+
+    switches, summary.changes["switches"] = _apply_switches(cluster, parsed)
+    nodes, summary.changes["nodes"] = _apply_nodes(cluster, parsed)
+    cas, summary.changes["cas"] = _apply_cas(cluster, parsed, nodes)
+    ports, summary.changes["ports"] = _apply_ports(cluster, parsed, switches, cas)
+    summary.changes["links"] = _apply_links(cluster, parsed, ports, now)
+    summary.changes["gpus"] = _apply_gpus(parsed, nodes)
+    for pnode in parsed.nodes:
+        if pnode.topology is not None:
+            _store_topology(nodes[pnode.hostname], pnode.topology)
+    summary.changes["roles"] = detect_switch_roles(cluster)
+
+    summary.switches = len(parsed.switches)
+    summary.hosts = len(parsed.hosts())
+    summary.cas = len(parsed.cas)
+    summary.links = len(parsed.links)
+    summary.down_ports = len(parsed.down_ports)
+    summary.gpus = sum(len(n.gpus) for n in parsed.nodes)
+    summary.warnings = list(parsed.warnings)
+    ImportRecord.objects.create(cluster=cluster, format=fmt, source=source[:255], summary=summary.to_dict())
+    events.send_on_commit(cluster.pk, {"kind": "inventory_changed", "cause": f"{fmt} import"})
+    return summary
+
+
+def _apply_switches(cluster: Cluster, parsed: ParsedFabric) -> tuple[dict[str, Switch], dict]:
+    existing = {s.guid: s for s in cluster.switches.all()}
+    wanted = {}
+    for ps in parsed.switches:
+        values = {
+            "name": ps.name[:128] or ps.guid,
+            "description": ps.description[:255],
+            "lid": ps.lid,
+            "vendor_id": ps.vendor_id,
+            "device_id": ps.device_id,
+        }
+        # Keep what an operator filled in when the source does not say.
+        for name, value in (("model", ps.model), ("port_count", ps.port_count), ("rack", ps.rack)):
+            if value:
+                values[name] = value
+        if ps.role:  # a design (spec, generator) states roles; keep an operator's override
+            row = existing.get(ps.guid)
+            if row is None or row.role_source != RoleSource.SET:
+                values["role"] = ps.role
+        wanted[ps.guid] = values
+    fields = ["name", "description", "lid", "vendor_id", "device_id", "model", "port_count", "rack", "role"]
+    rows, counter = _upsert(Switch, existing, wanted, fields, lambda guid, v: Switch(cluster=cluster, guid=guid, **v))
+    return rows, asdict(counter)
+
+
+def _apply_nodes(cluster: Cluster, parsed: ParsedFabric) -> tuple[dict[str, Node], dict]:
+    existing = {n.hostname: n for n in cluster.nodes.all()}
+    wanted: dict[str, dict] = {h: {} for h in sorted(parsed.hosts())}
+    for pn in parsed.nodes:
+        values = {"role": pn.role}
+        if pn.rack:
+            values["rack"] = pn.rack
+        if pn.gpu_model:
+            values["gpu_model"] = pn.gpu_model
+        wanted[pn.hostname] = values
+    rows, counter = _upsert(
+        Node, existing, wanted, ["role", "rack", "gpu_model"], lambda h, v: Node(cluster=cluster, hostname=h, **v)
+    )
+    return rows, asdict(counter)
+
+
+def _apply_cas(cluster: Cluster, parsed: ParsedFabric, nodes: dict[str, Node]) -> tuple[dict[str, HCA], dict]:
+    existing = {c.guid: c for c in cluster.hcas.all()}
+    wanted = {}
+    for ca in parsed.cas:
+        node = nodes.get(ca.hostname) if ca.kind == CaKind.HOST else None
+        wanted[ca.guid] = {
+            "node": node,
+            "device": ca.device[:32],
+            "description": ca.description[:255],
+            "kind": ca.kind,
+        }
+    rows, counter = _upsert(
+        HCA, existing, wanted, ["node", "device", "description", "kind"], lambda g, v: HCA(cluster=cluster, guid=g, **v)
+    )
+    return rows, asdict(counter)
+
+
+PortKey = tuple[str, int]  # (node GUID, port number)
+
+
+def _apply_ports(
+    cluster: Cluster, parsed: ParsedFabric, switches: dict[str, Switch], cas: dict[str, HCA]
+) -> tuple[dict[PortKey, Port], dict]:
+    existing: dict[PortKey, Port] = {}
+    switch_guid = {s.pk: g for g, s in switches.items()}
+    ca_guid = {c.pk: g for g, c in cas.items()}
+    for port in Port.objects.filter(cluster=cluster):
+        guid = switch_guid.get(port.switch_id) if port.switch_id else ca_guid.get(port.hca_id)
+        if guid is not None:
+            existing[(guid, port.number)] = port
+
+    ca_by_guid = {ca.guid: ca for ca in parsed.cas}
+    wanted: dict[PortKey, dict] = {}
+
+    def want(ref: PortRef, rate: LinkRate, state: str) -> None:
+        values = {"width": rate.width, "speed": rate.speed, "state": state}
+        pca = ca_by_guid.get(ref.node_guid)
+        if pca is not None:
+            values["guid"] = pca.port_guids.get(ref.port, "")
+            values["lid"] = pca.lids.get(ref.port)
+        wanted[ref.node_guid, ref.port] = values
+
+    for dp in parsed.down_ports:
+        want(dp.ref, LinkRate(dp.width, dp.speed), PortState.DOWN)
+    for link in parsed.links:
+        rate = LinkRate(link.width, link.speed)
+        want(link.a, rate, PortState.ACTIVE)
+        want(link.b, rate, PortState.ACTIVE)
+
+    def make(key: PortKey, values: dict) -> Port:
+        guid, number = key
+        if guid in switches:
+            return Port(cluster=cluster, switch=switches[guid], number=number, **values)
+        if guid in cas:
+            return Port(cluster=cluster, hca=cas[guid], number=number, **values)
+        raise ActionError(f"port {number} of {guid}: no switch or channel adapter with that GUID in the input")
+
+    rows, counter = _upsert(Port, existing, wanted, ["width", "speed", "state", "guid", "lid"], make)
+    return rows, asdict(counter)
+
+
+def link_state(rate: LinkRate, supported_gbps: float, ports_up: bool) -> tuple[str, str]:
+    """The state a link is in, and why, from its rate and its ends."""
+    if not ports_up:
+        return LinkState.DOWN, "a port is down"
+    if supported_gbps and rate.data_gbps < supported_gbps:
+        return (
+            LinkState.DEGRADED,
+            f"runs at {rate.label} ({rate.data_gbps:g} Gb/s), both ends support {supported_gbps:g}",
+        )
+    if not rate.known:
+        return LinkState.UP, "speed unknown (fabric reported ???)"
+    return LinkState.UP, ""
+
+
+def _supported_gbps(a: Port, b: Port) -> float:
+    rates = [LinkRate(p.supported_width or p.width, p.supported_speed).data_gbps for p in (a, b) if p.supported_speed]
+    return min(rates) if len(rates) == 2 else 0.0
+
+
+def _apply_links(cluster: Cluster, parsed: ParsedFabric, ports: dict[PortKey, Port], now) -> dict:
+    seen: set[int] = set()
+    create: list[tuple[Link, Port, Port]] = []
+    update: list[Link] = []
+    detach: dict[int, Port] = {}
+    for pl in parsed.links:
+        pa, pb = ports[(pl.a.node_guid, pl.a.port)], ports[(pl.b.node_guid, pl.b.port)]
+        rate = LinkRate(pl.width, pl.speed)
+        supported = _supported_gbps(pa, pb)
+        state, reason = link_state(rate, supported, True)
+        values = {
+            "width": rate.width,
+            "speed": rate.speed,
+            "capacity_gbps": rate.data_gbps,
+            "supported_gbps": supported,
+            "state": state,
+            "state_reason": reason,
+            "last_seen": now,
+        }
+        if pa.link_id is not None and pa.link_id == pb.link_id:
+            link = Link(pk=pa.link_id, cluster=cluster, **values)
+            update.append(link)
+            seen.add(pa.link_id)
+            continue
+        for p in (pa, pb):  # recabled: the port leaves its old link
+            if p.link_id is not None:
+                detach[p.pk] = p
+        create.append((Link(cluster=cluster, **values), pa, pb))
+
+    recabled_links = {p.link_id for p in detach.values()}
+    if detach:
+        # A link that lost an end to a new cable no longer exists physically: free both its ports.
+        Port.objects.filter(link__in=recabled_links).update(link=None, link_end="")
+        Link.objects.filter(pk__in=recabled_links).delete()
+        for p in detach.values():
+            p.link_id, p.link_end = None, ""
+
+    Link.objects.bulk_update(
+        update, ["width", "speed", "capacity_gbps", "supported_gbps", "state", "state_reason", "last_seen"], BATCH
+    )
+    Link.objects.bulk_create([link for link, _, _ in create], batch_size=BATCH)
+    attached: list[Port] = []
+    for link, pa, pb in create:
+        pa.link, pa.link_end = link, Port.End.A
+        pb.link, pb.link_end = link, Port.End.B
+        attached += [pa, pb]
+    Port.objects.bulk_update(attached, ["link", "link_end"], batch_size=BATCH)
+
+    vanished = (
+        Link.objects.filter(cluster=cluster)
+        .exclude(pk__in=seen | {link.pk for link, _, _ in create})
+        .exclude(state=LinkState.DOWN)
+    )
+    marked_down = vanished.update(state=LinkState.DOWN, state_reason=f"not found by the import of {now:%Y-%m-%d %H:%M}")
+    return {
+        "created": len(create),
+        "updated": len(update),
+        "marked_down": marked_down,
+        "recabled": len(recabled_links),
+    }
+
+
+def _apply_gpus(parsed: ParsedFabric, nodes: dict[str, Node]) -> dict:
+    wanted_nodes = [nodes[pn.hostname] for pn in parsed.nodes if pn.gpus]
+    existing = {(g.node_id, g.index): g for g in GPU.objects.filter(node__in=wanted_nodes)}
+    wanted = {}
+    for pn in parsed.nodes:
+        node = nodes[pn.hostname]
+        for pg in pn.gpus:
+            values = {
+                "model": pg.model,
+                "memory_mib": pg.memory_mib,
+                "nvlink_generation": pg.nvlink_generation,
+                "nvlink_gbps": pg.nvlink_gbps,
+                "mig_capable": pg.mig_capable,
+            }
+            if pg.uuid:
+                values["uuid"] = pg.uuid
+            wanted[(node.pk, pg.index)] = values
+    fields = ["model", "memory_mib", "nvlink_generation", "nvlink_gbps", "mig_capable", "uuid"]
+    _, counter = _upsert(GPU, existing, wanted, fields, lambda k, v: GPU(node_id=k[0], index=k[1], **v))
+    return asdict(counter)
+
+
+def _store_topology(node: Node, topo: ParsedNodeTopology) -> None:
+    gpu_links = {f"{a}-{b}": code for (a, b), code in sorted(topo.gpu_links.items())}
+    nic_affinity: dict[str, dict[str, str]] = {}
+    for (gpu, nic), code in topo.nic_affinity.items():
+        nic_affinity.setdefault(str(gpu), {})[nic] = code
+    NodeTopology.objects.update_or_create(
+        node=node, defaults={"gpu_links": gpu_links, "nic_affinity": nic_affinity, "nics": list(topo.nics)}
+    )
+
+
+@transaction.atomic
+def import_node_topology(cluster_name: str, hostname: str, topo: ParsedNodeTopology, *, source: str = "") -> dict:
+    """Store one server's `nvidia-smi topo -m`: GPU<->GPU codes, GPU<->NIC affinity, NUMA/CPU affinity."""
+    cluster = get_or_create_cluster(cluster_name)
+    node, node_created = Node.objects.get_or_create(cluster=cluster, hostname=hostname)
+    _store_topology(node, topo)
+    existing = {g.index: g for g in node.gpus.all()}
+    created = updated = 0
+    for index in topo.gpus:
+        values = {"numa_node": topo.numa_affinity.get(index), "cpu_affinity": topo.cpu_affinity.get(index, "")}
+        gpu = existing.get(index)
+        if gpu is None:
+            GPU.objects.create(node=node, index=index, model=node.gpu_model, **values)
+            created += 1
+        elif _changed(gpu, values):
+            gpu.save(update_fields=list(values))
+            updated += 1
+    nvlink_pairs = sum(1 for code in topo.gpu_links.values() if code.startswith("NV"))
+    summary = {
+        "cluster": cluster.name,
+        "node": hostname,
+        "node_created": node_created,
+        "gpus": len(topo.gpus),
+        "nics": len(topo.nics),
+        "nvlink_pairs": nvlink_pairs,
+        "gpus_created": created,
+        "gpus_updated": updated,
+    }
+    ImportRecord.objects.create(cluster=cluster, format="nvidia-topo", source=source[:255], summary=summary)
+    events.send_on_commit(cluster.pk, {"kind": "inventory_changed", "cause": f"topology of {hostname}"})
+    return summary
+
+
+def detect_switch_roles(cluster: Cluster) -> dict[str, int]:
+    """Store the tier detected from the graph on every switch whose role an operator has not set."""
+    from fabric.adapters import fabric_for_cluster
+    from fabric.topology.graph import FabricGraph
+    from fabric.topology.tiers import UNKNOWN, detect_tiers
+
+    graph = FabricGraph.build(fabric_for_cluster(cluster))
+    tiers = detect_tiers(graph)
+    roles = {key: ("" if role == UNKNOWN else role) for key, role in zip(graph.switch_keys, tiers.role, strict=True)}
+    changed = []
+    for switch in cluster.switches.filter(role_source=RoleSource.DETECTED):
+        role = roles.get(switch.guid, SwitchRole.UNKNOWN)
+        if switch.role != role:
+            switch.role = role
+            changed.append(switch)
+    Switch.objects.bulk_update(changed, ["role"], batch_size=BATCH)
+    counts: dict[str, int] = {}
+    for role in cluster.switches.values_list("role", flat=True):
+        counts[role or "unknown"] = counts.get(role or "unknown", 0) + 1
+    return counts
+
+
+@transaction.atomic
+def set_switch_role(switch: Switch, role: str) -> Switch:
+    """Pin a switch's tier; an empty role hands it back to detection."""
+    if role not in SwitchRole.values:
+        raise ActionError(f"switch {switch}: unknown role {role!r}; use one of {', '.join(SwitchRole.values)}")
+    switch.role = role
+    switch.role_source = RoleSource.SET if role else RoleSource.DETECTED
+    switch.save(update_fields=["role", "role_source"])
+    if not role:
+        detect_switch_roles(switch.cluster)
+        switch.refresh_from_db()
+    events.send_on_commit(switch.cluster_id, {"kind": "inventory_changed", "cause": f"role of {switch}"})
+    return switch
+
+
+@transaction.atomic
+def set_node_state(nodes: Iterable[Node], state: str, reason: str = "") -> int:
+    """Drain, undrain (up) or mark down a set of nodes. Returns how many changed."""
+    if state not in NodeState.values:
+        raise ActionError(f"unknown node state {state!r}; use one of {', '.join(NodeState.values)}")
+    rows = list(
+        Node.objects.select_for_update()
+        .filter(pk__in=[n.pk for n in nodes])
+        .exclude(state=state)
+        .values_list("pk", "cluster_id")
+    )
+    changed = Node.objects.filter(pk__in=[pk for pk, _ in rows]).update(state=state, state_reason=reason[:255])
+    for cluster_id in {c for _, c in rows}:
+        events.send_on_commit(cluster_id, {"kind": "nodes_changed", "state": state})
+    return changed
+
+
+@transaction.atomic
+def save_link_ports(link: Link) -> Link:
+    """Recompute a link's rate, capacity and state from its ports after an edit."""
+    ends = list(link.ports.select_for_update())
+    if len(ends) != 2:
+        raise ActionError(f"link {link.pk} has {len(ends)} ports; a link joins exactly two")
+    a, b = ends
+    rate = LinkRate(a.width, a.speed)
+    supported = _supported_gbps(a, b)
+    up = a.state == PortState.ACTIVE and b.state == PortState.ACTIVE
+    link.width, link.speed, link.capacity_gbps, link.supported_gbps = rate.width, rate.speed, rate.data_gbps, supported
+    link.state, link.state_reason = link_state(rate, supported, up)
+    link.save()
+    events.send_on_commit(link.cluster_id, {"kind": "inventory_changed", "cause": f"link {link.pk}"})
+    return link
+
+
+@transaction.atomic
+def save_inventory_object(obj, changed_fields: Iterable[str] = ()) -> None:
+    """Admin edits of inventory rows land here, so derived fields follow the edit."""
+    changed = set(changed_fields)
+    if isinstance(obj, Switch) and "role" in changed:
+        obj.role_source = RoleSource.SET if obj.role else RoleSource.DETECTED
+    obj.save()
+    if isinstance(obj, Port) and obj.link_id and changed & {"width", "speed", "state", "supported_speed"}:
+        save_link_ports(obj.link)
+    if isinstance(obj, Switch) and "role" in changed and not obj.role:
+        detect_switch_roles(obj.cluster)
+    cluster_id = getattr(obj, "cluster_id", None) or getattr(getattr(obj, "node", None), "cluster_id", None)
+    if cluster_id:
+        events.send_on_commit(cluster_id, {"kind": "inventory_changed", "cause": f"edit of {obj}"})
+
+
+@transaction.atomic
+def generate_fabric(cluster_name: str, **params: Any) -> ImportSummary:
+    """Generate a fat tree (fabric.importers.fattree) and import it like any other fabric."""
+    from fabric.importers.fattree import generate_fat_tree
+
+    parsed = generate_fat_tree(**params)
+    source = " ".join(f"{k}={v}" for k, v in sorted(params.items()))
+    return import_fabric(cluster_name, parsed, fmt="generated", source=source)
+
+
+@transaction.atomic
+def create_cluster(name: str, description: str = "") -> Cluster:
+    if Cluster.objects.filter(name=name).exists():
+        raise ActionError(f"cluster {name!r} already exists")
+    return Cluster.objects.create(name=name, description=description)
+
+
+@transaction.atomic
+def delete_cluster(cluster: Cluster) -> None:
+    """Remove a cluster and all its inventory (ports are unlinked first so no half-linked row remains)."""
+    Port.objects.filter(cluster=cluster).update(link=None, link_end="")
+    cluster.delete()
+
+
+@transaction.atomic
+def update_inventory_object(obj, values: dict[str, Any]) -> Any:
+    """Apply field edits (API PATCH/PUT) and recompute what depends on them."""
+    changed = [name for name, value in values.items() if getattr(obj, name) != value]
+    for name, value in values.items():
+        setattr(obj, name, value)
+    save_inventory_object(obj, changed)
+    return obj

@@ -1,0 +1,56 @@
+"""ORM rows -> the pure topology graph, in a constant number of queries."""
+
+from __future__ import annotations
+
+from fabric.choices import CaKind, LinkState, RoleSource
+from fabric.models import Cluster, Link, Node, Port, Switch
+from fabric.topology.types import Fabric, THost, TLink, TSwitch
+
+
+def fabric_for_cluster(cluster: Cluster | int) -> Fabric:
+    cluster_id = cluster.pk if isinstance(cluster, Cluster) else cluster
+    switches = [
+        TSwitch(key=guid, name=name, role=role if source == RoleSource.SET else "")
+        for guid, name, role, source in Switch.objects.filter(cluster_id=cluster_id).values_list(
+            "guid", "name", "role", "role_source"
+        )
+    ]
+    hosts = [
+        THost(key=hostname, role=role)
+        for hostname, role in Node.objects.filter(cluster_id=cluster_id).values_list("hostname", "role")
+    ]
+    ends: dict[int, dict[str, tuple[str, int]]] = {}
+    port_rows = Port.objects.filter(cluster_id=cluster_id, link__isnull=False).values_list(
+        "link_id", "link_end", "number", "switch__guid", "hca__kind", "hca__node__hostname"
+    )
+    for link_id, end, number, switch_guid, ca_kind, hostname in port_rows:
+        if switch_guid:
+            vertex = switch_guid
+        elif ca_kind == CaKind.HOST and hostname:
+            vertex = hostname
+        else:
+            continue  # aggregation nodes and routers hang off a switch; they are not part of host reachability
+        ends.setdefault(link_id, {})[end] = (vertex, number)
+    links = []
+    link_rows = Link.objects.filter(cluster_id=cluster_id).values_list(
+        "pk", "capacity_gbps", "state", "width", "speed", "supported_gbps"
+    )
+    for pk, capacity, state, width, speed, supported in link_rows.iterator(chunk_size=5000):
+        end = ends.get(pk, {})
+        if "a" not in end or "b" not in end:
+            continue
+        links.append(
+            TLink(
+                key=str(pk),
+                a=end["a"][0],
+                b=end["b"][0],
+                capacity_gbps=capacity,
+                up=state != LinkState.DOWN,
+                width=width,
+                speed=speed,
+                supported_gbps=supported,
+                a_port=end["a"][1],
+                b_port=end["b"][1],
+            )
+        )
+    return Fabric(switches=switches, hosts=hosts, links=links)

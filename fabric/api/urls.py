@@ -1,0 +1,12 @@
+from rest_framework.routers import DefaultRouter
+
+from fabric.api import views
+
+router = DefaultRouter()
+router.register("clusters", views.ClusterViewSet)
+router.register("switches", views.SwitchViewSet)
+router.register("nodes", views.NodeViewSet)
+router.register("links", views.LinkViewSet)
+router.register("gpus", views.GpuViewSet)
+
+urlpatterns = router.urls

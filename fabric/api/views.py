@@ -1,0 +1,134 @@
+"""Inventory API: tiny viewsets, explicit fields, one filterset each; writes go through fabric.actions."""
+
+from django.db.models import Count
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.response import Response
+
+from fabric import actions
+from fabric.adapters import fabric_for_cluster
+from fabric.api import filtersets
+from fabric.api.permissions import IsStaffOrReadOnly
+from fabric.api.serializers import (
+    ClusterSerializer,
+    GpuSerializer,
+    LinkSerializer,
+    NodeSerializer,
+    NodeStateSerializer,
+    SwitchSerializer,
+)
+from fabric.choices import NodeState
+from fabric.importing import ALL_FORMATS, ParseError, import_text
+from fabric.models import GPU, Cluster, Link, Node, Switch
+from fabric.topology import analyse
+
+
+class ActionsWriteMixin:
+    def perform_update(self, serializer):
+        serializer.instance = actions.update_inventory_object(serializer.instance, serializer.validated_data)
+
+
+class ImportSerializer(serializers.Serializer):
+    format = serializers.ChoiceField(choices=ALL_FORMATS)
+    file = serializers.FileField()
+    node = serializers.CharField(required=False, allow_blank=True, default="", help_text="for nvidia-topo")
+
+
+class ClusterViewSet(viewsets.ModelViewSet):
+    queryset = Cluster.objects.all()
+    serializer_class = ClusterSerializer
+    permission_classes = [IsStaffOrReadOnly]
+    filterset_fields = ["name"]
+
+    def perform_create(self, serializer):
+        try:
+            serializer.instance = actions.create_cluster(**serializer.validated_data)
+        except actions.ActionError as exc:
+            raise serializers.ValidationError({"name": str(exc)}) from exc
+
+    def perform_update(self, serializer):
+        serializer.instance = actions.update_inventory_object(serializer.instance, serializer.validated_data)
+
+    def perform_destroy(self, instance):
+        actions.delete_cluster(instance)
+
+    @extend_schema(responses={200: dict})
+    @action(detail=True, methods=["get"])
+    def report(self, request, pk=None):
+        """Fabric analysis: tiers, oversubscription, bisection, single points of failure, degraded links."""
+        cluster = self.get_object()
+        return Response({"cluster": cluster.name, **analyse(fabric_for_cluster(cluster)).to_dict()})
+
+    @extend_schema(request=ImportSerializer, responses={200: dict})
+    @action(detail=True, methods=["post"], parser_classes=[MultiPartParser, FormParser], url_path="import")
+    def import_file(self, request, pk=None):
+        """Import an ibnetdiscover / ibnetdiscover -p / spec file, or one node's nvidia-smi topo -m."""
+        cluster = self.get_object()
+        form = ImportSerializer(data=request.data)
+        form.is_valid(raise_exception=True)
+        upload = form.validated_data["file"]
+        try:
+            text = upload.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return Response({"file": [f"not UTF-8 text: byte {exc.start} is {exc.object[exc.start]:#04x}"]}, 400)
+        try:
+            summary = import_text(
+                cluster.name, form.validated_data["format"], text, source=upload.name, node=form.validated_data["node"]
+            )
+        except (ParseError, actions.ActionError) as exc:
+            return Response({"file": [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
+        return Response(summary)
+
+
+class SwitchViewSet(ActionsWriteMixin, mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
+    queryset = Switch.objects.select_related("cluster")
+    serializer_class = SwitchSerializer
+    permission_classes = [IsStaffOrReadOnly]
+    filterset_class = filtersets.SwitchFilterSet
+    ordering_fields = ["name", "lid", "role"]
+
+
+class NodeViewSet(ActionsWriteMixin, mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
+    queryset = Node.objects.select_related("cluster").annotate(
+        gpu_count=Count("gpus", distinct=True), hca_count=Count("hcas", distinct=True)
+    )
+    serializer_class = NodeSerializer
+    permission_classes = [IsStaffOrReadOnly]
+    filterset_class = filtersets.NodeFilterSet
+    ordering_fields = ["hostname", "state", "rack"]
+
+    def _set_state(self, request, state: str) -> Response:
+        node = self.get_object()
+        body = NodeStateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        actions.set_node_state([node], state, reason=body.validated_data["reason"])
+        return Response(self.get_serializer(self.get_queryset().get(pk=node.pk)).data)
+
+    @extend_schema(request=NodeStateSerializer, responses=NodeSerializer)
+    @action(detail=True, methods=["post"])
+    def drain(self, request, pk=None):
+        """Stop placing new work on the node; running work stays."""
+        return self._set_state(request, NodeState.DRAIN)
+
+    @extend_schema(request=NodeStateSerializer, responses=NodeSerializer)
+    @action(detail=True, methods=["post"])
+    def undrain(self, request, pk=None):
+        return self._set_state(request, NodeState.UP)
+
+
+class LinkViewSet(viewsets.ReadOnlyModelViewSet):
+    queryset = Link.objects.select_related("cluster").prefetch_related("ports__switch", "ports__hca__node")
+    serializer_class = LinkSerializer
+    permission_classes = [IsStaffOrReadOnly]
+    filterset_class = filtersets.LinkFilterSet
+    ordering_fields = ["id", "capacity_gbps", "state"]
+
+
+class GpuViewSet(ActionsWriteMixin, mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
+    queryset = GPU.objects.select_related("node__cluster")
+    serializer_class = GpuSerializer
+    permission_classes = [IsStaffOrReadOnly]
+    filterset_class = filtersets.GpuFilterSet
+    ordering_fields = ["node__hostname", "index", "health"]

@@ -1,0 +1,324 @@
+"""Parse the default output of `ibnetdiscover` into a ParsedFabric.
+
+The input is a sequence of node blocks::
+
+    vendid=0x2c9
+    devid=0xc738
+    switchguid=0xf4521403001165a0(f4521403001165a0)
+    Switch  36 "S-f4521403001165a0"  # "MF0;ib5:SX6036/U1" enhanced port 0 lid 128 lmc 0
+    [1]     "H-24be05ffff980030"[1](24be05ffff980031)   # "stage114 mlx4_0" lid 105 4xQDR
+    [21]    "S-f4521403007ea570"[26]                    # "MF0;ib8:SX6036/U1" lid 1 4xFDR10
+
+    Ca      2 "H-24be05ffff985d90"  # "stage97 mlx4_0"
+    [1](24be05ffff985d91)   "S-f4521403001165a0"[32]    # lid 121 lmc 0 "MF0;ib5:SX6036/U1" lid 128 4xQDR
+
+Behaviour, beyond what the line grammar says:
+
+* Node ids: "S-" switch, "H-" channel adapter, "R-" router; the header keyword must agree
+  (Switch/S-, Ca/H-, Rt/R-). A peer referenced with a prefix that contradicts its own block, or
+  two references with different prefixes, is an "unknown node id" error.
+* Every cable is printed twice, once from each end; links are deduped by the unordered pair of
+  (GUID, port) ends. A peer without a block of its own (partial output) is kept: it is built from
+  what the referencing lines say (description, LID, port GUID) and has port_count 0 (unknown).
+* Contradictions are errors: one port cabled to two different peers, a port listed twice in one
+  block with different peers, the same node declared twice, the two ends of one cable printing
+  different known rates ("4x???" - unknown speed, speed "" - agrees with anything), a port above
+  the node's declared port count (own side and, when the peer has a block, peer side), port 0 on
+  a link (switch port 0 is the management port; it has no cable), a node linked to its own port.
+* `vendid=`, `devid=` lines fill vendor_id/device_id of the next node header; other `key=value`
+  lines (sysimgguid, switchguid, caguid, rtguid) are accepted and ignored. Lines starting with `#`
+  and blank lines are ignored. Any other line is an error ("unrecognised line").
+* Switch names: Mellanox managed switches describe themselves as "MF0;<name>:<model>/<slot>",
+  giving name "ib5" and model "SX6036"; other descriptions give the stripped description as name
+  (or the GUID when the description is empty). Names are not guaranteed unique.
+* CA descriptions "<host> <device>" give hostname and device; SHARP "Aggregation Node" CAs get
+  kind "aggregation" and no hostname; routers (Rt, "R-") kind "router" and no hostname. A
+  description still ending in "Mellanox Technologies" is the firmware default: no hostname.
+* Errors carry the 1-based line number. Semantic checks (peers, prefixes, rates) run after the
+  whole text is read, in line order, so the first bad line is reported. A file truncated exactly
+  at a line boundary cannot be told from partial output; one cut mid-line fails the grammar.
+* Not supported: `ibnetdiscover -g` chassis grouping lines and trailing text after the rate.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from fabric.topology.rates import LinkRate
+
+from ._common import (
+    LinkTable,
+    ca_identity,
+    check_text,
+    excerpt,
+    iter_lines,
+    parse_guid,
+    parse_link_rate,
+)
+from .types import ParsedCA, ParsedFabric, ParsedSwitch, ParseError
+
+_HEADER_BY_PREFIX = {"S": "Switch", "H": "Ca", "R": "Rt"}
+_PREFIX_BY_HEADER = {header: prefix for prefix, header in _HEADER_BY_PREFIX.items()}
+
+_KEY_VALUE = re.compile(r"^(?P<key>\w+)=(?P<value>\S+)$")
+_HEADER_START = re.compile(r"^(Switch|Ca|Rt)\s")
+_SWITCH_HEADER = re.compile(
+    r"""^Switch\s+(?P<nports>\d+)\s+"(?P<prefix>[^"-]*)-(?P<guid>[^"]*)"\s*\#\s*"(?P<desc>.*)"
+        \s+(?:(?:enhanced|base)\s+port\s+0\s+)?lid\s+(?P<lid>\d+)\s+lmc\s+\d+\s*$""",
+    re.VERBOSE,
+)
+_CA_HEADER = re.compile(
+    r"""^(?P<keyword>Ca|Rt)\s+(?P<nports>\d+)\s+"(?P<prefix>[^"-]*)-(?P<guid>[^"]*)"\s*\#\s*"(?P<desc>.*)"\s*$""",
+    re.VERBOSE,
+)
+_PEER = r'\s*"(?P<prefix>[^"-]*)-(?P<guid>[^"]*)"\[(?P<pport>\d+)\](?:\[ext\s+\d+\])?\s*(?:\((?P<ppguid>[^)]*)\))?'
+_RATE_TAIL = r"\s+lid\s+(?P<plid>\d+)\s+(?P<rate>\S+)\s*$"
+# Switch blocks: `[p]  "H-guid"[q](portguid)  # "peer desc" lid L 4xQDR`
+_PORT_FROM_SWITCH = re.compile(
+    r"^\[(?P<port>\d+)\](?:\[ext\s+\d+\])?" + _PEER + r'\s*\#\s*"(?P<pdesc>.*)"' + _RATE_TAIL, re.VERBOSE
+)
+# Ca/Rt blocks: `[p](portguid)  "S-guid"[q]  # lid L lmc 0 "peer desc" lid L2 4xQDR`
+_PORT_FROM_CA = re.compile(
+    r"^\[(?P<port>\d+)\]\s*\((?P<oguid>[^)]*)\)"
+    + _PEER
+    + r'\s*\#\s*lid\s+(?P<olid>\d+)\s+lmc\s+\d+\s+"(?P<pdesc>.*)"'
+    + _RATE_TAIL,
+    re.VERBOSE,
+)
+# "MF0;ib5:SX6036/U1": Mellanox managed switch, "<fabric id>;<host name>:<model>/<unit>".
+_MELLANOX_SWITCH_DESC = re.compile(r"^[^;]*;(?P<name>[^:;]+):(?P<model>[^/]+)(?:/.*)?$")
+
+
+@dataclass(slots=True)
+class _Node:
+    prefix: str  # "S", "H" or "R"
+    guid: str
+    description: str
+    line: int  # of its header, or of the first line referencing it when it has no block
+    declared: bool
+    port_count: int = 0
+    lid: int | None = None
+    vendor_id: str = ""
+    device_id: str = ""
+    port_guids: dict[int, str] = field(default_factory=dict)
+    lids: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _PortLine:
+    line: int
+    node: _Node
+    port: int
+    peer_prefix: str
+    peer_guid: str
+    peer_port: int
+    peer_description: str
+    peer_lid: int
+    rate: LinkRate
+    port_guid: str = ""  # own port GUID (Ca/Rt blocks)
+    own_lid: int | None = None
+    peer_port_guid: str = ""
+
+
+def parse_ibnetdiscover(text: str, source: str = "") -> ParsedFabric:
+    """Parse `ibnetdiscover` output; raise ParseError (with its line) on malformed input."""
+    check_text(text, source)
+    nodes, port_lines = _read_blocks(text, source)
+    if not nodes and not port_lines:
+        raise ParseError("no switches or channel adapters found", 0, source)
+    links = _link_ports(nodes, port_lines, source)
+    return ParsedFabric(
+        switches=[_switch(n) for n in nodes.values() if n.prefix == "S"],
+        cas=[_ca(n) for n in nodes.values() if n.prefix != "S"],
+        links=links.links(),
+        source="ibnetdiscover",
+    )
+
+
+def _read_blocks(text: str, source: str) -> tuple[dict[str, _Node], list[_PortLine]]:
+    """First pass: the grammar of every line, and what each block declares."""
+    nodes: dict[str, _Node] = {}
+    port_lines: list[_PortLine] = []
+    pending: dict[str, str] = {}  # vendid/devid lines waiting for their node header
+    current: _Node | None = None
+    for number, raw in iter_lines(text):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if m := _KEY_VALUE.match(line):
+            pending[m["key"]] = m["value"]
+        elif _HEADER_START.match(line):
+            current = _read_header(line, number, source, pending)
+            _declare(nodes, current, source)
+            pending = {}
+        elif line.startswith("["):
+            if current is None:
+                raise ParseError("port line before any Switch, Ca or Rt header", number, source)
+            port_lines.append(_read_port_line(line, number, source, current))
+        else:
+            raise ParseError(f"unrecognised line: {excerpt(line)}", number, source)
+    return nodes, port_lines
+
+
+def _read_header(line: str, number: int, source: str, pending: dict[str, str]) -> _Node:
+    m = _SWITCH_HEADER.match(line) or _CA_HEADER.match(line)
+    if not m:
+        keyword = line.split()[0]
+        tail = "enhanced port 0 lid <lid> lmc <lmc>" if keyword == "Switch" else ""
+        expected = f'{keyword} <ports> "{_PREFIX_BY_HEADER[keyword]}-<guid>" # "<description>" {tail}'.strip()
+        raise ParseError(f"malformed {keyword} header (expected '{expected}'): {excerpt(line)}", number, source)
+    keyword = m.groupdict().get("keyword") or "Switch"
+    prefix = _node_prefix(m["prefix"], m["guid"], number, source)
+    if prefix != _PREFIX_BY_HEADER[keyword]:
+        raise ParseError(
+            f"{keyword} header with node id '{prefix}-{m['guid']}' (a {keyword} id starts with "
+            f"'{_PREFIX_BY_HEADER[keyword]}-')",
+            number,
+            source,
+        )
+    lid = m.groupdict().get("lid")
+    return _Node(
+        prefix=prefix,
+        guid=parse_guid(m["guid"], number, source),
+        description=m["desc"],
+        line=number,
+        declared=True,
+        port_count=int(m["nports"]),
+        lid=int(lid) if lid is not None else None,
+        vendor_id=pending.get("vendid", ""),
+        device_id=pending.get("devid", ""),
+    )
+
+
+def _declare(nodes: dict[str, _Node], node: _Node, source: str) -> None:
+    first = nodes.get(node.guid)
+    if first is not None:
+        raise ParseError(f"node {node.guid} is declared twice (first at line {first.line})", node.line, source)
+    nodes[node.guid] = node
+
+
+def _read_port_line(line: str, number: int, source: str, node: _Node) -> _PortLine:
+    m = _PORT_FROM_SWITCH.match(line) or _PORT_FROM_CA.match(line)
+    if not m:
+        raise ParseError(f"malformed port line: {excerpt(line)}", number, source)
+    port = _check_port(int(m["port"]), node, number, source)
+    groups = m.groupdict()
+    port_line = _PortLine(
+        line=number,
+        node=node,
+        port=port,
+        peer_prefix=_node_prefix(m["prefix"], m["guid"], number, source),
+        peer_guid=parse_guid(m["guid"], number, source),
+        peer_port=int(m["pport"]),
+        peer_description=m["pdesc"],
+        peer_lid=int(m["plid"]),
+        rate=parse_link_rate(m["rate"], number, source),
+    )
+    if groups.get("oguid") is not None:
+        port_line.port_guid = parse_guid(groups["oguid"], number, source, "port GUID")
+        port_line.own_lid = int(groups["olid"])
+    if m["ppguid"] is not None:
+        port_line.peer_port_guid = parse_guid(m["ppguid"], number, source, "port GUID")
+    return port_line
+
+
+def _check_port(port: int, node: _Node, number: int, source: str) -> int:
+    if port == 0:
+        raise ParseError(f"port 0 of {_name(node)} cannot carry a link", number, source)
+    if node.port_count and port > node.port_count:
+        raise ParseError(f"port {port} is beyond the {node.port_count} ports {_name(node)} declares", number, source)
+    return port
+
+
+def _link_ports(nodes: dict[str, _Node], port_lines: list[_PortLine], source: str) -> LinkTable:
+    """Second pass, in line order: resolve peers, check them, record and dedupe the links."""
+    links = LinkTable(source, lambda guid: _name(nodes[guid]) if guid in nodes else guid)
+    for pl in port_lines:
+        peer = _resolve_peer(nodes, pl, source)
+        _check_port(pl.peer_port, peer, pl.line, source)
+        _record_port_facts(pl, peer)
+        links.add_link((pl.node.guid, pl.port), (peer.guid, pl.peer_port), pl.rate, pl.line)
+    return links
+
+
+def _resolve_peer(nodes: dict[str, _Node], pl: _PortLine, source: str) -> _Node:
+    peer = nodes.get(pl.peer_guid)
+    if peer is None:
+        # Partial output: the peer has no block. Keep it, built from what this line says.
+        peer = _Node(pl.peer_prefix, pl.peer_guid, pl.peer_description, pl.line, declared=False)
+        if pl.peer_prefix == "S":
+            peer.lid = pl.peer_lid
+        nodes[peer.guid] = peer
+    elif peer.prefix != pl.peer_prefix:
+        how = f"declared as {_HEADER_BY_PREFIX[peer.prefix]}" if peer.declared else f"referenced as '{peer.prefix}-'"
+        raise ParseError(
+            f"unknown node id '{pl.peer_prefix}-{pl.peer_guid}': that GUID is {how} at line {peer.line}",
+            pl.line,
+            source,
+        )
+    return peer
+
+
+def _record_port_facts(pl: _PortLine, peer: _Node) -> None:
+    """Port GUIDs and LIDs of CA ports: a block's own lines win over what peers say of it."""
+    if pl.port_guid:
+        pl.node.port_guids[pl.port] = pl.port_guid
+    if pl.own_lid is not None and pl.node.prefix != "S":
+        pl.node.lids[pl.port] = pl.own_lid
+    if peer.prefix != "S":
+        if pl.peer_port_guid:
+            peer.port_guids.setdefault(pl.peer_port, pl.peer_port_guid)
+        peer.lids.setdefault(pl.peer_port, pl.peer_lid)
+
+
+def _node_prefix(prefix: str, guid: str, number: int, source: str) -> str:
+    if prefix not in _HEADER_BY_PREFIX:
+        raise ParseError(f"bad node id '{prefix}-{guid}': expected 'S-', 'H-' or 'R-' before the GUID", number, source)
+    return prefix
+
+
+def switch_name_and_model(description: str) -> tuple[str, str]:
+    """Name and model of a switch: "MF0;ib5:SX6036/U1" -> ("ib5", "SX6036"), else (stripped description, "")."""
+    m = _MELLANOX_SWITCH_DESC.match(description.strip())
+    if m:
+        return m["name"].strip(), m["model"].strip()
+    return description.strip(), ""
+
+
+def _switch(node: _Node) -> ParsedSwitch:
+    name, model = switch_name_and_model(node.description)
+    return ParsedSwitch(
+        guid=node.guid,
+        name=name or node.guid,
+        description=node.description,
+        port_count=node.port_count,
+        lid=node.lid,
+        vendor_id=node.vendor_id,
+        device_id=node.device_id,
+        model=model,
+    )
+
+
+def _ca(node: _Node) -> ParsedCA:
+    hostname, device, kind = ca_identity(node.description, router=node.prefix == "R")
+    return ParsedCA(
+        guid=node.guid,
+        description=node.description,
+        hostname=hostname,
+        device=device,
+        kind=kind,
+        port_guids=dict(sorted(node.port_guids.items())),
+        lids=dict(sorted(node.lids.items())),
+        vendor_id=node.vendor_id,
+        device_id=node.device_id,
+    )
+
+
+def _name(node: _Node) -> str:
+    if node.prefix == "S":
+        name = switch_name_and_model(node.description)[0]
+        return f"switch {name} ({node.guid})" if name else f"switch {node.guid}"
+    kind = "router" if node.prefix == "R" else "CA"
+    desc = node.description.strip()
+    return f"{kind} '{desc}' ({node.guid})" if desc else f"{kind} {node.guid}"

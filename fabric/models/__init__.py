@@ -1,0 +1,8 @@
+from .clusters import Cluster, ImportRecord
+from .gpus import GPU, NodeTopology
+from .links import Link
+from .nodes import HCA, Node
+from .ports import Port
+from .switches import Switch
+
+__all__ = ["GPU", "HCA", "Cluster", "ImportRecord", "Link", "Node", "NodeTopology", "Port", "Switch"]

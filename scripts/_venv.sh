@@ -1,0 +1,42 @@
+# Sourced by scripts/demo.sh and scripts/test.sh: find a Python, make .venv, install the pinned project.
+# Django 6 needs Python 3.12+; with only 3.11 the pins fall back to Django 5.2 LTS (see pyproject.toml).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+pick_python() {
+    local candidates=(python3.13 python3.12)
+    if [ -d "$HOME/.pyenv/versions" ]; then
+        candidates+=("$HOME"/.pyenv/versions/3.13*/bin/python3 "$HOME"/.pyenv/versions/3.12*/bin/python3)
+    fi
+    candidates+=(python3)
+    for py in "${candidates[@]}"; do
+        if "$py" -c 'import sys; raise SystemExit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$py"
+            return
+        fi
+    done
+    echo "clusterctl needs Python 3.11 or newer (apt-get install python3 python3-venv)" >&2
+    exit 1
+}
+
+ensure_venv() {
+    local extras="$1" stamp
+    if [ ! -x .venv/bin/python ]; then
+        local py
+        py="$(pick_python)"
+        echo "creating .venv with $("$py" --version)" >&2
+        if ! "$py" -m venv .venv 2>/dev/null; then
+            echo "python venv module missing: apt-get install python3-venv" >&2
+            exit 1
+        fi
+    fi
+    stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)-$extras"
+    if [ ! -f "$stamp" ]; then
+        echo "installing clusterctl and its pinned dependencies into .venv ..." >&2
+        .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+        .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
+        rm -f .venv/.installed-*
+        touch "$stamp"
+    fi
+}
