@@ -104,12 +104,9 @@ def import_fabric(cluster_name: str, parsed: ParsedFabric, *, fmt: str, source: 
     switches, summary.changes["switches"] = _apply_switches(cluster, parsed)
     nodes, summary.changes["nodes"] = _apply_nodes(cluster, parsed)
     cas, summary.changes["cas"] = _apply_cas(cluster, parsed, nodes)
-    ports, summary.changes["ports"] = _apply_ports(cluster, parsed, switches, cas)
-    summary.changes["links"] = _apply_links(cluster, parsed, ports, now)
+    summary.changes["ports"], summary.changes["links"] = _apply_cabling(cluster, parsed, switches, cas, now)
     summary.changes["gpus"] = _apply_gpus(parsed, nodes)
-    for pnode in parsed.nodes:
-        if pnode.topology is not None:
-            _store_topology(nodes[pnode.hostname], pnode.topology)
+    _store_topologies([(nodes[p.hostname], p.topology) for p in parsed.nodes if p.topology is not None])
     summary.changes["roles"] = detect_switch_roles(cluster)
 
     summary.switches = len(parsed.switches)
@@ -171,7 +168,7 @@ def _apply_cas(cluster: Cluster, parsed: ParsedFabric, nodes: dict[str, Node]) -
     for ca in parsed.cas:
         node = nodes.get(ca.hostname) if ca.kind == CaKind.HOST else None
         wanted[ca.guid] = {
-            "node": node,
+            "node_id": node.pk if node else None,
             "device": ca.device[:32],
             "description": ca.description[:255],
             "kind": ca.kind,
@@ -185,17 +182,18 @@ def _apply_cas(cluster: Cluster, parsed: ParsedFabric, nodes: dict[str, Node]) -
 PortKey = tuple[str, int]  # (node GUID, port number)
 
 
-def _apply_ports(
-    cluster: Cluster, parsed: ParsedFabric, switches: dict[str, Switch], cas: dict[str, HCA]
-) -> tuple[dict[PortKey, Port], dict]:
-    existing: dict[PortKey, Port] = {}
+def _existing_ports(cluster: Cluster, switches: dict[str, Switch], cas: dict[str, HCA]) -> dict[PortKey, Port]:
     switch_guid = {s.pk: g for g, s in switches.items()}
     ca_guid = {c.pk: g for g, c in cas.items()}
+    existing: dict[PortKey, Port] = {}
     for port in Port.objects.filter(cluster=cluster):
         guid = switch_guid.get(port.switch_id) if port.switch_id else ca_guid.get(port.hca_id)
         if guid is not None:
             existing[(guid, port.number)] = port
+    return existing
 
+
+def _wanted_ports(parsed: ParsedFabric) -> dict[PortKey, dict]:
     ca_by_guid = {ca.guid: ca for ca in parsed.cas}
     wanted: dict[PortKey, dict] = {}
 
@@ -213,17 +211,7 @@ def _apply_ports(
         rate = LinkRate(link.width, link.speed)
         want(link.a, rate, PortState.ACTIVE)
         want(link.b, rate, PortState.ACTIVE)
-
-    def make(key: PortKey, values: dict) -> Port:
-        guid, number = key
-        if guid in switches:
-            return Port(cluster=cluster, switch=switches[guid], number=number, **values)
-        if guid in cas:
-            return Port(cluster=cluster, hca=cas[guid], number=number, **values)
-        raise ActionError(f"port {number} of {guid}: no switch or channel adapter with that GUID in the input")
-
-    rows, counter = _upsert(Port, existing, wanted, ["width", "speed", "state", "guid", "lid"], make)
-    return rows, asdict(counter)
+    return wanted
 
 
 def link_state(rate: LinkRate, supported_gbps: float, ports_up: bool) -> tuple[str, str]:
@@ -241,19 +229,35 @@ def link_state(rate: LinkRate, supported_gbps: float, ports_up: bool) -> tuple[s
 
 
 def _supported_gbps(a: Port, b: Port) -> float:
+    """The best rate both ends support, when an operator or a collector recorded it for both."""
     rates = [LinkRate(p.supported_width or p.width, p.supported_speed).data_gbps for p in (a, b) if p.supported_speed]
     return min(rates) if len(rates) == 2 else 0.0
 
 
-def _apply_links(cluster: Cluster, parsed: ParsedFabric, ports: dict[PortKey, Port], now) -> dict:
-    seen: set[int] = set()
-    create: list[tuple[Link, Port, Port]] = []
-    update: list[Link] = []
-    detach: dict[int, Port] = {}
+LINK_FIELDS = ["width", "speed", "capacity_gbps", "supported_gbps", "state", "state_reason"]
+
+
+def _chunks(items: list, size: int = BATCH) -> Iterable[list]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _apply_cabling(
+    cluster: Cluster, parsed: ParsedFabric, switches: dict[str, Switch], cas: dict[str, HCA], now
+) -> tuple[dict, dict]:
+    """Ports and links together, so new ports are created already cabled (no mass UPDATE after)."""
+    existing = _existing_ports(cluster, switches, cas)
+    wanted = _wanted_ports(parsed)
+    stored = {link.pk: link for link in Link.objects.filter(cluster=cluster).only("pk", "state", *LINK_FIELDS)}
+
+    kept: dict[int, dict] = {}  # stored link -> its values now
+    new: list[tuple[Link, PortKey, PortKey]] = []
+    recabled: set[int] = set()
     for pl in parsed.links:
-        pa, pb = ports[(pl.a.node_guid, pl.a.port)], ports[(pl.b.node_guid, pl.b.port)]
+        ka, kb = (pl.a.node_guid, pl.a.port), (pl.b.node_guid, pl.b.port)
+        pa, pb = existing.get(ka), existing.get(kb)
         rate = LinkRate(pl.width, pl.speed)
-        supported = _supported_gbps(pa, pb)
+        supported = _supported_gbps(pa, pb) if pa and pb else 0.0
         state, reason = link_state(rate, supported, True)
         values = {
             "width": rate.width,
@@ -262,49 +266,54 @@ def _apply_links(cluster: Cluster, parsed: ParsedFabric, ports: dict[PortKey, Po
             "supported_gbps": supported,
             "state": state,
             "state_reason": reason,
-            "last_seen": now,
         }
-        if pa.link_id is not None and pa.link_id == pb.link_id:
-            link = Link(pk=pa.link_id, cluster=cluster, **values)
-            update.append(link)
-            seen.add(pa.link_id)
+        if pa and pb and pa.link_id is not None and pa.link_id == pb.link_id:
+            kept[pa.link_id] = values
             continue
-        for p in (pa, pb):  # recabled: the port leaves its old link
-            if p.link_id is not None:
-                detach[p.pk] = p
-        create.append((Link(cluster=cluster, **values), pa, pb))
+        # A port on another cable now: that old cable no longer exists physically.
+        recabled |= {p.link_id for p in (pa, pb) if p is not None and p.link_id is not None}
+        new.append((Link(cluster=cluster, last_seen=now, **values), ka, kb))
 
-    recabled_links = {p.link_id for p in detach.values()}
-    if detach:
-        # A link that lost an end to a new cable no longer exists physically: free both its ports.
-        Port.objects.filter(link__in=recabled_links).update(link=None, link_end="")
-        Link.objects.filter(pk__in=recabled_links).delete()
-        for p in detach.values():
-            p.link_id, p.link_end = None, ""
+    if recabled:
+        Port.objects.filter(link__in=recabled).update(link=None, link_end="")
+        Link.objects.filter(pk__in=recabled).delete()
+        for port in existing.values():
+            if port.link_id in recabled:
+                port.link_id, port.link_end = None, ""
 
-    Link.objects.bulk_update(
-        update, ["width", "speed", "capacity_gbps", "supported_gbps", "state", "state_reason", "last_seen"], BATCH
-    )
-    Link.objects.bulk_create([link for link, _, _ in create], batch_size=BATCH)
-    attached: list[Port] = []
-    for link, pa, pb in create:
-        pa.link, pa.link_end = link, Port.End.A
-        pb.link, pb.link_end = link, Port.End.B
-        attached += [pa, pb]
-    Port.objects.bulk_update(attached, ["link", "link_end"], batch_size=BATCH)
+    changed_links = [stored[pk] for pk, values in kept.items() if _changed(stored[pk], values)]
+    Link.objects.bulk_update(changed_links, LINK_FIELDS, batch_size=BATCH)
+    for chunk in _chunks(list(kept)):
+        Link.objects.filter(pk__in=chunk).update(last_seen=now)
+    Link.objects.bulk_create([link for link, _, _ in new], batch_size=BATCH)
+    for link, ka, kb in new:
+        wanted[ka].update(link_id=link.pk, link_end=Port.End.A)
+        wanted[kb].update(link_id=link.pk, link_end=Port.End.B)
 
-    vanished = (
-        Link.objects.filter(cluster=cluster)
-        .exclude(pk__in=seen | {link.pk for link, _, _ in create})
-        .exclude(state=LinkState.DOWN)
-    )
-    marked_down = vanished.update(state=LinkState.DOWN, state_reason=f"not found by the import of {now:%Y-%m-%d %H:%M}")
-    return {
-        "created": len(create),
-        "updated": len(update),
-        "marked_down": marked_down,
-        "recabled": len(recabled_links),
+    def make(key: PortKey, values: dict) -> Port:
+        guid, number = key
+        if guid in switches:
+            return Port(cluster=cluster, switch=switches[guid], number=number, **values)
+        if guid in cas:
+            return Port(cluster=cluster, hca=cas[guid], number=number, **values)
+        raise ActionError(f"port {number} of {guid}: no switch or channel adapter with that GUID in the input")
+
+    port_fields = ["width", "speed", "state", "guid", "lid", "link", "link_end"]
+    _, port_counter = _upsert(Port, existing, wanted, port_fields, make)
+
+    gone = stored.keys() - kept.keys() - recabled
+    vanished = sorted(pk for pk in gone if stored[pk].state != LinkState.DOWN)
+    reason = f"not found by the import of {now:%Y-%m-%d %H:%M}"
+    for chunk in _chunks(vanished):
+        Link.objects.filter(pk__in=chunk).update(state=LinkState.DOWN, state_reason=reason)
+    links = {
+        "created": len(new),
+        "updated": len(changed_links),
+        "unchanged": len(kept) - len(changed_links),
+        "marked_down": len(vanished),
+        "recabled": len(recabled),
     }
+    return asdict(port_counter), links
 
 
 def _apply_gpus(parsed: ParsedFabric, nodes: dict[str, Node]) -> dict:
@@ -329,13 +338,26 @@ def _apply_gpus(parsed: ParsedFabric, nodes: dict[str, Node]) -> dict:
     return asdict(counter)
 
 
-def _store_topology(node: Node, topo: ParsedNodeTopology) -> None:
-    gpu_links = {f"{a}-{b}": code for (a, b), code in sorted(topo.gpu_links.items())}
+def _topology_values(topo: ParsedNodeTopology) -> dict[str, Any]:
     nic_affinity: dict[str, dict[str, str]] = {}
     for (gpu, nic), code in topo.nic_affinity.items():
         nic_affinity.setdefault(str(gpu), {})[nic] = code
-    NodeTopology.objects.update_or_create(
-        node=node, defaults={"gpu_links": gpu_links, "nic_affinity": nic_affinity, "nics": list(topo.nics)}
+    return {
+        "gpu_links": {f"{a}-{b}": code for (a, b), code in sorted(topo.gpu_links.items())},
+        "nic_affinity": nic_affinity,
+        "nics": list(topo.nics),
+    }
+
+
+def _store_topologies(items: list[tuple[Node, ParsedNodeTopology]]) -> None:
+    existing = {t.node_id: t for t in NodeTopology.objects.filter(node__in=[node for node, _ in items])}
+    wanted = {node.pk: _topology_values(topo) for node, topo in items}
+    _upsert(
+        NodeTopology,
+        existing,
+        wanted,
+        ["gpu_links", "nic_affinity", "nics"],
+        lambda pk, v: NodeTopology(node_id=pk, **v),
     )
 
 
@@ -344,7 +366,7 @@ def import_node_topology(cluster_name: str, hostname: str, topo: ParsedNodeTopol
     """Store one server's `nvidia-smi topo -m`: GPU<->GPU codes, GPU<->NIC affinity, NUMA/CPU affinity."""
     cluster = get_or_create_cluster(cluster_name)
     node, node_created = Node.objects.get_or_create(cluster=cluster, hostname=hostname)
-    _store_topology(node, topo)
+    _store_topologies([(node, topo)])
     existing = {g.index: g for g in node.gpus.all()}
     created = updated = 0
     for index in topo.gpus:
@@ -464,7 +486,7 @@ def generate_fabric(cluster_name: str, **params: Any) -> ImportSummary:
     """Generate a fat tree (fabric.importers.fattree) and import it like any other fabric."""
     from fabric.importers.fattree import generate_fat_tree
 
-    parsed = generate_fat_tree(**params)
+    parsed = generate_fat_tree(**params, uuid_salt=cluster_name)
     source = " ".join(f"{k}={v}" for k, v in sorted(params.items()))
     return import_fabric(cluster_name, parsed, fmt="generated", source=source)
 

@@ -144,10 +144,10 @@ class HcaAdmin(ActionsSaveMixin, admin.ModelAdmin):
 
 @admin.register(Port)
 class PortAdmin(ActionsSaveMixin, admin.ModelAdmin):
-    list_display = ["__str__", "cluster", "width", "speed", "supported_speed", "state_badge", "lid", "guid", "link"]
+    list_display = ["__str__", "cluster", "width", "speed", "supported_speed", "state_badge", "lid", "guid", "link_id"]
     list_filter = ["cluster", "state", "speed"]
     search_fields = ["guid", "switch__name", "switch__guid", "hca__guid", "hca__node__hostname"]
-    list_select_related = ["cluster", "switch", "hca__node", "link"]
+    list_select_related = ["cluster", "switch", "hca__node"]
     raw_id_fields = ["switch", "hca"]
     readonly_fields = ["link", "link_end"]
     paginator = ApproximatePaginator

@@ -5,8 +5,11 @@
 Layout (`plan_fat_tree` computes it, `generate_fat_tree` cables it):
 
 * Leaf ports are split into `down` (hosts) and `up` (spines) with down/up as close to
-  `oversubscription` as whole ports allow: up = floor(P / (1 + o)), down = round(up * o)
-  (capped at P - up). 64 ports: 1:1 -> 32/32, 2:1 -> 42/21 (one port unused), 3:1 -> 48/16.
+  `oversubscription` as whole ports allow without exceeding it: up = floor(P / (1 + o)),
+  down = floor(up * o). 64 ports: 1:1 -> 32/32, 2:1 -> 42/21 (one port unused), 3:1 -> 48/16,
+  1.5:1 -> 37/25.
+  With fewer servers than `down`, the leaves get `down` = servers and uplinks for them:
+  ceil(servers / o), rounded up to an even count (so 16 servers at 2:1 -> 16 / 8).
 * Rail-optimised, as in DGX SuperPOD: a scalable unit (SU) is `down` servers and one
   leaf per rail; HCA i of every server of the SU goes to leaf i of the SU. A server
   with 8 HCAs therefore sits on 8 leaves and no single leaf or cable cuts it off.
@@ -24,8 +27,8 @@ Layout (`plan_fat_tree` computes it, `generate_fat_tree` cables it):
   every core reaches every pod equally: the classic Clos wiring. More than P pods would
   need a fourth tier: ValueError.
 * Deterministic: GUIDs are a fixed OUI, a 16-bit hash of `name_prefix` (so two generated
-  clusters can share a database), a kind digit and a counter; GPU UUIDs are uuid5 of the
-  hostname and index. Same arguments, same fabric.
+  clusters can share a database), a kind digit and a counter; GPU UUIDs are uuid5 of
+  `uuid_salt`, the hostname and the index. Same arguments, same fabric.
 """
 
 from __future__ import annotations
@@ -118,7 +121,14 @@ def plan_fat_tree(
             f"leaf_ports={leaf_ports} is too small for oversubscription {oversubscription:g}:1 "
             f"(needs at least {math.ceil(1 + oversubscription)} ports for one uplink)"
         )
-    down = min(leaf_ports - up, round(up * oversubscription))
+    down = min(leaf_ports - up, math.floor(up * oversubscription + 1e-9))  # never above the ratio asked for
+    if nodes < down:
+        # One partly filled unit: cable uplinks for the servers it has, not for empty ports, so a
+        # small cluster gets the ratio asked for (16 servers at 2:1 -> 16 down, 8 up). Rounded up
+        # to an even count (at least 2) so that two spines share them evenly; never above `up`.
+        want = max(_MIN_SPINES, math.ceil(nodes / oversubscription))
+        up = min(up, want + want % 2)
+        down = nodes
 
     compute_units = math.ceil(nodes / down)
     storage_units = math.ceil(storage_nodes / down) if storage_nodes else 0
@@ -194,8 +204,12 @@ def generate_fat_tree(
     rate: str = "NDR",
     hcas_per_node: int | None = None,
     name_prefix: str = "",
+    uuid_salt: str = "",
 ) -> ParsedFabric:
     """A rail-optimised fat tree of `nodes` GPU servers (see the module docstring for the layout).
+
+    GPU UUIDs are unique across a database only per (`uuid_salt`, hostname, index): give each
+    generated cluster its own salt (the import action passes the cluster name).
 
     `hcas_per_node` defaults to `gpus_per_node` (one HCA per GPU, as on DGX). Raises ValueError
     for an impossible design (no nodes, too few leaf ports, oversubscription below 1, an unknown
@@ -216,11 +230,13 @@ def generate_fat_tree(
     plan = plan_fat_tree(nodes, hcas, leaf_ports, oversubscription, storage_nodes)
     if nodes * hcas + storage_nodes * STORAGE_HCAS > _MAX_COUNTER:
         raise ValueError(f"{nodes * hcas} HCAs is more than the generator numbers ({_MAX_COUNTER})")
-    return _Builder(plan, name_prefix, speed, leaf_ports).build(nodes, storage_nodes, gpus_per_node, model)
+    builder = _Builder(plan, name_prefix, speed, leaf_ports, uuid_salt)
+    return builder.build(nodes, storage_nodes, gpus_per_node, model)
 
 
 class _Builder:
-    def __init__(self, plan: FatTreePlan, prefix: str, speed: str, ports: int) -> None:
+    def __init__(self, plan: FatTreePlan, prefix: str, speed: str, ports: int, uuid_salt: str = "") -> None:
+        self.uuid_prefix = f"{uuid_salt}/" if uuid_salt else ""
         self.plan = plan
         self.prefix = prefix
         self.speed = speed
@@ -366,7 +382,7 @@ class _Builder:
                     index=g,
                     model=model.name,
                     memory_mib=model.memory_mib,
-                    uuid=f"GPU-{uuid.uuid5(_UUID_NAMESPACE, f'{host}/{g}')}",
+                    uuid=f"GPU-{uuid.uuid5(_UUID_NAMESPACE, f'{self.uuid_prefix}{host}/{g}')}",
                     nvlink_generation=model.nvlink_generation,
                     nvlink_gbps=model.nvlink_gbps,
                     mig_capable=model.mig_capable,

@@ -111,7 +111,9 @@ def test_unknown_cluster_names_the_known_ones(lab):
 
 
 def test_nvidia_topo_import_stores_affinity(lab):
-    summary = command_json("import_fabric", DGX_A100, "--cluster", "lab", "--format", "nvidia-topo", "--node", "stage100")
+    summary = command_json(
+        "import_fabric", DGX_A100, "--cluster", "lab", "--format", "nvidia-topo", "--node", "stage100"
+    )
     assert summary["gpus"] == 8 and summary["nvlink_pairs"] == 28
     topo = NodeTopology.objects.get(node__hostname="stage100")
     assert topo.code(0, 7) == "NV12"

@@ -47,9 +47,10 @@ def test_plan_32_dgx_non_blocking():
     )
 
 
-@pytest.mark.parametrize(("ratio", "down", "up"), [(1.0, 32, 32), (2.0, 42, 21), (3.0, 48, 16), (1.5, 38, 25)])
+@pytest.mark.parametrize(("ratio", "down", "up"), [(1.0, 32, 32), (2.0, 42, 21), (3.0, 48, 16), (1.5, 37, 25)])
 def test_port_split(ratio, down, up):
-    # up = floor(64 / (1 + o)), down = round(up * o): 2:1 -> 21 up, 42 down, one port unused.
+    # up = floor(64 / (1 + o)), down = floor(up * o): 2:1 -> 21 up, 42 down, one port unused;
+    # 1.5:1 -> 25 up, 37 down (1.48, not 38 = 1.52: the ratio asked for is a ceiling).
     plan = plan_fat_tree(64, 1, 64, ratio)
     assert (plan.down, plan.up) == (down, up)
 
@@ -284,9 +285,21 @@ def test_detected_tiers_match_the_generator_roles(nodes):
     assert {g.switch_names[i]: t.role[i] for i in range(g.n_switches)} == {s.name: s.role for s in p.switches}
 
 
+def test_small_cluster_gets_the_ratio_asked_for():
+    # 32 ports at 2:1 -> 10 up / 20 down, but 16 servers fill only 16 host ports: cable 16 / 8.
+    # 8 rail leaves, 2 spines (4 cables each). Half A = leaf001-004: 4 x 8 x 400 = 12,800 Gb/s.
+    plan = plan_fat_tree(16, 8, 32, 2.0)
+    assert (plan.down, plan.up, plan.leaves, plan.spines) == (16, 8, 8, 2)
+    r = analyse(fabric_from_parsed(generate_fat_tree(16, leaf_ports=32, oversubscription=2.0)))
+    assert r.oversubscription.worst_ratio == 2.0
+    assert r.bisection.gbps == 4 * 8 * 400.0
+
+
 def test_at_least_two_spines():
-    # One leaf's worth of servers needs 32 / 64 -> 1 spine by ports, but one spine is a SPOF.
-    assert plan_fat_tree(7, 1).spines_per_pod == (2,)
+    # 7 servers, 1 HCA: one leaf with 7 hosts and 8 uplinks (7 rounded up to even) needs
+    # 8 / 64 -> 1 spine by ports, but one spine is a SPOF.
+    plan = plan_fat_tree(7, 1)
+    assert (plan.down, plan.up, plan.spines_per_pod) == (7, 8, (2,))
 
 
 def test_spine_count_divides_the_uplinks():

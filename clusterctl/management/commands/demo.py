@@ -59,7 +59,7 @@ class Command(BaseCommand):
                 nodes=nodes,
                 gpus_per_node=8,
                 gpu_model="H100",
-                leaf_ports=32,
+                leaf_ports=64,
                 oversubscription=2.0,
                 storage_nodes=4,
                 rate="NDR",
