@@ -1,3 +1,4 @@
+from django.urls import path
 from rest_framework.routers import DefaultRouter
 
 from fabric.api import views
@@ -9,4 +10,4 @@ router.register("nodes", views.NodeViewSet)
 router.register("links", views.LinkViewSet)
 router.register("gpus", views.GpuViewSet)
 
-urlpatterns = router.urls
+urlpatterns = [path("choices/", views.ChoicesView.as_view(), name="choices"), *router.urls]

@@ -1,11 +1,13 @@
 """Inventory API: tiny viewsets, explicit fields, one filterset each; writes go through fabric.actions."""
 
-from django.db.models import Count
+from django.db.models import Count, IntegerField, OuterRef, Subquery
+from django.db.models.functions import Coalesce
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from fabric import actions
 from fabric.adapters import fabric_for_cluster
@@ -19,10 +21,12 @@ from fabric.api.serializers import (
     NodeStateSerializer,
     SwitchSerializer,
 )
-from fabric.choices import NodeState
+from fabric.choices import ALL_CHOICES, NodeState
 from fabric.importing import ALL_FORMATS, ParseError, import_text
-from fabric.models import GPU, Cluster, Link, Node, Switch
+from fabric.models import GPU, HCA, Cluster, Link, Node, Switch
 from fabric.topology import analyse
+
+MAX_IMPORT_BYTES = 64 * 1024 * 1024  # a 20,000-node ibnetdiscover output is about 15 MB
 
 
 class ActionsWriteMixin:
@@ -36,7 +40,7 @@ class ImportSerializer(serializers.Serializer):
     node = serializers.CharField(required=False, allow_blank=True, default="", help_text="for nvidia-topo")
 
 
-class ClusterViewSet(viewsets.ModelViewSet):
+class ClusterViewSet(ActionsWriteMixin, viewsets.ModelViewSet):
     queryset = Cluster.objects.all()
     serializer_class = ClusterSerializer
     permission_classes = [IsStaffOrReadOnly]
@@ -47,9 +51,6 @@ class ClusterViewSet(viewsets.ModelViewSet):
             serializer.instance = actions.create_cluster(**serializer.validated_data)
         except actions.ActionError as exc:
             raise serializers.ValidationError({"name": str(exc)}) from exc
-
-    def perform_update(self, serializer):
-        serializer.instance = actions.update_inventory_object(serializer.instance, serializer.validated_data)
 
     def perform_destroy(self, instance):
         actions.delete_cluster(instance)
@@ -69,6 +70,8 @@ class ClusterViewSet(viewsets.ModelViewSet):
         form = ImportSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         upload = form.validated_data["file"]
+        if upload.size > MAX_IMPORT_BYTES:
+            return Response({"file": [f"{upload.size} bytes is over the {MAX_IMPORT_BYTES} byte limit"]}, 400)
         try:
             text = upload.read().decode("utf-8")
         except UnicodeDecodeError as exc:
@@ -82,6 +85,12 @@ class ClusterViewSet(viewsets.ModelViewSet):
         return Response(summary)
 
 
+def _count_of(model) -> Coalesce:
+    """Per-node row count as a subquery: joining both GPUs and HCAs would multiply the rows."""
+    counts = model.objects.filter(node=OuterRef("pk")).order_by().values("node").annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(counts, output_field=IntegerField()), 0)
+
+
 class SwitchViewSet(ActionsWriteMixin, mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
     queryset = Switch.objects.select_related("cluster")
     serializer_class = SwitchSerializer
@@ -91,9 +100,7 @@ class SwitchViewSet(ActionsWriteMixin, mixins.UpdateModelMixin, viewsets.ReadOnl
 
 
 class NodeViewSet(ActionsWriteMixin, mixins.UpdateModelMixin, viewsets.ReadOnlyModelViewSet):
-    queryset = Node.objects.select_related("cluster").annotate(
-        gpu_count=Count("gpus", distinct=True), hca_count=Count("hcas", distinct=True)
-    )
+    queryset = Node.objects.select_related("cluster").annotate(gpu_count=_count_of(GPU), hca_count=_count_of(HCA))
     serializer_class = NodeSerializer
     permission_classes = [IsStaffOrReadOnly]
     filterset_class = filtersets.NodeFilterSet
@@ -132,3 +139,11 @@ class GpuViewSet(ActionsWriteMixin, mixins.UpdateModelMixin, viewsets.ReadOnlyMo
     permission_classes = [IsStaffOrReadOnly]
     filterset_class = filtersets.GpuFilterSet
     ordering_fields = ["node__hostname", "index", "health"]
+
+
+class ChoicesView(APIView):
+    """Every state the inventory knows, with its label and colour: one legend for admin, API and heat maps."""
+
+    @extend_schema(responses={200: dict})
+    def get(self, request):
+        return Response({name: choices.legend() for name, choices in ALL_CHOICES.items()})

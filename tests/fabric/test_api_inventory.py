@@ -163,3 +163,27 @@ def test_gpu_filters(tenant_api):
     GpuFactory(node=node, index=0, health="failed")
     GpuFactory(node=node, index=1)
     assert tenant_api.get("/api/v1/gpus/", {"node": "a1", "health": "failed"}).json()["count"] == 1
+
+
+def test_node_list_counts_gpus_and_hcas(tenant_api):
+    call_command("generate_fabric", "--cluster", "ft", "--nodes", "4", "--leaf-ports", "16", "--json")
+    rows = tenant_api.get("/api/v1/nodes/", {"cluster": "ft", "role": "compute"}).json()["results"]
+    assert [(r["gpu_count"], r["hca_count"]) for r in rows] == [(8, 8)] * 4
+
+
+def test_oversized_upload_refused(operator_api, monkeypatch):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from fabric.api import views
+
+    monkeypatch.setattr(views, "MAX_IMPORT_BYTES", 10)
+    cluster = ClusterFactory(name="up")
+    upload = SimpleUploadedFile("big.topo", b"x" * 11)
+    resp = operator_api.post(f"/api/v1/clusters/{cluster.pk}/import/", {"format": "ibnetdiscover", "file": upload})
+    assert resp.status_code == 400 and "limit" in resp.json()["file"][0]
+
+
+def test_choices_legend_has_a_colour_for_every_state(tenant_api):
+    body = tenant_api.get("/api/v1/choices/").json()
+    assert [item["value"] for item in body["link_state"]] == ["up", "degraded", "down"]
+    assert all(item["colour"].startswith("#") for items in body.values() for item in items)
