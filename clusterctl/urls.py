@@ -11,7 +11,7 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("clusters/<int:cluster_id>/report/", cluster_report, name="cluster-report"),
     path("admin/", admin.site.urls),
-    path("api/v1/", include("fabric.api.urls")),
+    path("api/v1/", include("clusterctl.api_urls")),
     path("api/v1/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/v1/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/redoc/", SpectacularRedocView.as_view(url_name="schema"), name="api-redoc"),

@@ -16,21 +16,22 @@ from django.db import transaction
 log = logging.getLogger(__name__)
 
 
-def group_name(cluster_id: int) -> str:
-    return f"fabric.{cluster_id}"
+def group_name(cluster_id: int, topic: str = "fabric") -> str:
+    """Channels group of one cluster's live view: "fabric.<id>" or "queue.<id>"."""
+    return f"{topic}.{cluster_id}"
 
 
-def send_now(cluster_id: int, payload: dict[str, Any]) -> None:
+def send_now(cluster_id: int, payload: dict[str, Any], topic: str = "fabric") -> None:
     layer = get_channel_layer()
     if layer is None:
         return
     # Round-trip through JSON so a payload that would not serialise fails here, in tests, not in a socket.
-    message = {"type": "fabric.event", "payload": json.loads(json.dumps(payload))}
+    message = {"type": f"{topic}.event", "payload": json.loads(json.dumps(payload))}
     try:
-        async_to_sync(layer.group_send)(group_name(cluster_id), message)
+        async_to_sync(layer.group_send)(group_name(cluster_id, topic), message)
     except Exception:  # a dead channel layer must not undo a committed change
-        log.exception("could not push fabric event for cluster %s", cluster_id)
+        log.exception("could not push %s event for cluster %s", topic, cluster_id)
 
 
-def send_on_commit(cluster_id: int, payload: dict[str, Any]) -> None:
-    transaction.on_commit(lambda: send_now(cluster_id, payload))
+def send_on_commit(cluster_id: int, payload: dict[str, Any], topic: str = "fabric") -> None:
+    transaction.on_commit(lambda: send_now(cluster_id, payload, topic))

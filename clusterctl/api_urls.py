@@ -1,0 +1,13 @@
+"""/api/v1/: one router over every app's viewsets, so the API root lists them all."""
+
+from rest_framework.routers import DefaultRouter
+
+from fabric.api import urls as fabric_urls
+from scheduler.api import urls as scheduler_urls
+
+router = DefaultRouter()
+for app in (fabric_urls, scheduler_urls):
+    for prefix, viewset, basename in app.routes:
+        router.register(prefix, viewset, basename=basename)
+
+urlpatterns = [*fabric_urls.urlpatterns, *scheduler_urls.urlpatterns, *router.urls]

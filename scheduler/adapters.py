@@ -1,0 +1,261 @@
+"""Database rows -> the engine's Snapshot, in bulk (a fixed number of queries whatever the cluster size).
+
+Live link utilisation and GPU load come from telemetry (issue 4); until it lands they are taken
+as given here: zero utilisation, links down only when the inventory says so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.db.models import Q
+from django.utils import timezone
+
+from fabric.adapters import fabric_for_cluster
+from fabric.choices import GpuHealth, NodeRole
+from fabric.choices import NodeState as NodeStatus
+from fabric.models import GPU, Node, NodeTopology
+from scheduler.choices import ACTIVE_STATUSES, JobStatus
+from scheduler.core.types import (
+    GpuState,
+    JobRequest,
+    NodeState,
+    PoolState,
+    RunningJob,
+    Share,
+    Snapshot,
+    TenantState,
+)
+from scheduler.core.types import (
+    Quota as QuotaState,
+)
+from scheduler.models import Allocation, Job, Pool, PoolNode, PriorityClass, Quota, Tenant
+
+USAGE_HALF_LIFE_S = 24 * 3600.0  # fair share forgets half of past usage per day
+
+
+@dataclass
+class SnapshotIndex:
+    """What the apply step needs besides the decisions: the rows the snapshot was read from."""
+
+    cluster_id: int
+    jobs: dict[int, Job] = field(default_factory=dict)
+    pools: dict[int, Pool] = field(default_factory=dict)
+    gpu_memory: dict[int, int] = field(default_factory=dict)
+    gpu_model: dict[int, str] = field(default_factory=dict)
+
+
+def _islands(indexes: list[int], topology: dict | None, nvlink: bool) -> tuple[tuple[int, ...], ...]:
+    """GPU groups joined by NVLink, from `nvidia-smi topo -m` codes when stored, else by the GPU model."""
+    if topology is None:
+        return (tuple(indexes),) if nvlink and indexes else tuple((i,) for i in indexes)
+    parent = {i: i for i in indexes}
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for pair, code in topology.items():
+        a, b = (int(x) for x in pair.split("-"))
+        if code.startswith("NV") and a in parent and b in parent:
+            parent[find(a)] = find(b)
+    groups: dict[int, list[int]] = defaultdict(list)
+    for i in indexes:
+        groups[find(i)].append(i)
+    return tuple(tuple(sorted(g)) for g in sorted(groups.values()))
+
+
+def _pools(cluster_id: int, index: SnapshotIndex, hostnames: list[str]) -> list[PoolState]:
+    pools = list(Pool.objects.filter(cluster_id=cluster_id))
+    members: dict[int, set[str]] = defaultdict(set)
+    for pool_id, hostname in PoolNode.objects.filter(pool__cluster_id=cluster_id).values_list(
+        "pool_id", "node__hostname"
+    ):
+        members[pool_id].add(hostname)
+    claimed = set().union(*members.values()) if members else set()
+    states = []
+    for pool in pools:
+        index.pools[pool.pk] = pool
+        hosts = set(hostnames) - claimed if pool.is_default else members[pool.pk]
+        states.append(
+            PoolState(
+                id=pool.pk,
+                name=pool.name,
+                sharing=pool.sharing,
+                timeslice_replicas=pool.timeslice_replicas,
+                hostnames=frozenset(hosts),
+            )
+        )
+    return states
+
+
+def _request(job: Job, hostname_of: dict[int, str], now_ts: float) -> JobRequest:
+    return JobRequest(
+        id=job.pk,
+        tenant=job.tenant.name,
+        pool=job.pool_id,
+        gpus=job.gpus,
+        nodes=job.nodes,
+        gpus_per_node=job.gpus_per_node,
+        gpu_model=job.gpu_model or None,
+        gpu_memory_mib=job.gpu_memory_mib,
+        sharing=job.sharing,
+        mps_compute_pct=job.mps_compute_pct,
+        mps_memory_mib=job.mps_memory_mib,
+        mig_profile=job.mig_profile or None,
+        priority=job.priority_class.value,
+        preemptible=job.preemptible,
+        workload=job.workload,
+        dataset_node=hostname_of.get(job.dataset_node_id) if job.dataset_node_id else None,
+        est_runtime_s=float(job.est_runtime_s) if job.est_runtime_s else None,
+        checkpoint_cost_s=float(job.checkpoint_cost_s),
+        submitted_at=job.submitted_at.timestamp(),
+        attained_gpu_s=job.attained_gpu_s,
+        queue_seq=job.queue_seq,
+        requeue_opt_out=job.requeue_opt_out,
+        name=job.name,
+    )
+
+
+def _tenants(jobs: list[Job], now_ts: float) -> list[TenantState]:
+    normal = PriorityClass.objects.filter(name="normal").values_list("value", flat=True).first() or 50
+    quotas: dict[int, dict[int, QuotaState]] = defaultdict(dict)
+    for q in Quota.objects.all():
+        quotas[q.tenant_id][q.pool_id] = QuotaState(guaranteed_gpus=q.guaranteed_gpus, borrow_limit=q.borrow_limit)
+    usage: dict[int, float] = defaultdict(float)
+    for job in jobs:
+        if job.status in ACTIVE_STATUSES and job.started_at:
+            usage[job.tenant_id] += job.gpus * (now_ts - job.started_at.timestamp()) / 3600
+    cutoff = timezone.now() - timezone.timedelta(seconds=7 * USAGE_HALF_LIFE_S)
+    for tenant_id, attained, finished in Job.objects.filter(finished_at__gte=cutoff).values_list(
+        "tenant_id", "attained_gpu_s", "finished_at"
+    ):
+        age = now_ts - finished.timestamp()
+        usage[tenant_id] += attained / 3600 * 0.5 ** (age / USAGE_HALF_LIFE_S)
+    return [
+        TenantState(
+            name=t.name,
+            quotas=quotas.get(t.pk, {}),
+            usage_decayed=usage.get(t.pk, 0.0),
+            max_priority=t.max_priority.value if t.max_priority else normal,
+        )
+        for t in Tenant.objects.select_related("max_priority")
+    ]
+
+
+def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
+    now_ts = time.time()
+    index = SnapshotIndex(cluster_id=cluster_id)
+    fabric = fabric_for_cluster(cluster_id)
+
+    node_rows = list(Node.objects.filter(cluster_id=cluster_id).values("pk", "hostname", "role", "state"))
+    hostname_of = {n["pk"]: n["hostname"] for n in node_rows}
+    topologies = dict(NodeTopology.objects.filter(node__cluster_id=cluster_id).values_list("node_id", "gpu_links"))
+    hca_gbps: dict[str, float] = defaultdict(float)
+    hosts = set(hostname_of.values())
+    for link in fabric.links:
+        for end in (link.a, link.b):
+            if end in hosts and link.up:
+                hca_gbps[end] += link.capacity_gbps
+
+    jobs = list(
+        Job.objects.filter(pool__cluster_id=cluster_id)
+        .filter(Q(status=JobStatus.PENDING, held=False) | Q(status__in=ACTIVE_STATUSES))
+        .select_related("tenant", "priority_class")
+    )
+    index.jobs = {j.pk: j for j in jobs}
+    shares: dict[int, list[Share]] = defaultdict(list)
+    held: dict[int, dict] = defaultdict(lambda: {"exclusive": None, "pct": 0, "mem": 0, "mig": [], "ts": 0})
+    for a in Allocation.objects.filter(active=True, gpu__node__cluster_id=cluster_id).values(
+        "job_id", "gpu_id", "kind", "compute_pct", "memory_mib", "mig_profile", "mig_start", "replica"
+    ):
+        shares[a["job_id"]].append(
+            Share(
+                gpu_id=a["gpu_id"],
+                kind=a["kind"],
+                compute_pct=a["compute_pct"],
+                memory_mib=a["memory_mib"],
+                mig_profile=a["mig_profile"] or None,
+                mig_start=a["mig_start"],
+                replica=a["replica"],
+            )
+        )
+        h = held[a["gpu_id"]]
+        if a["kind"] == "whole":
+            h["exclusive"] = a["job_id"]
+        elif a["kind"] == "mps":
+            h["pct"] += a["compute_pct"]
+            h["mem"] += a["memory_mib"]
+        elif a["kind"] == "mig":
+            h["mig"].append((a["mig_profile"], a["mig_start"]))
+        else:
+            h["ts"] += 1
+
+    gpus_by_node: dict[int, list[GpuState]] = defaultdict(list)
+    for g in GPU.objects.filter(node__cluster_id=cluster_id).values(
+        "pk", "node_id", "index", "model", "memory_mib", "health", "nvlink_gbps"
+    ):
+        index.gpu_memory[g["pk"]] = g["memory_mib"]
+        index.gpu_model[g["pk"]] = g["model"]
+        h = held.get(g["pk"])
+        gpus_by_node[g["node_id"]].append(
+            GpuState(
+                id=g["pk"],
+                index=g["index"],
+                model=g["model"],
+                memory_mib=g["memory_mib"],
+                healthy=g["health"] in (GpuHealth.HEALTHY, GpuHealth.UNKNOWN),
+                nvlink_gbps=g["nvlink_gbps"],
+                exclusive_job=h["exclusive"] if h else None,
+                mps_compute_pct_used=h["pct"] if h else 0,
+                mps_memory_mib_used=h["mem"] if h else 0,
+                mig_used=tuple(h["mig"]) if h else (),
+                timeslice_used=h["ts"] if h else 0,
+            )
+        )
+    nodes = []
+    for n in node_rows:
+        gpus = sorted(gpus_by_node.get(n["pk"], []), key=lambda g: g.index)
+        nvlink = any(g.nvlink_gbps > 0 for g in gpus)
+        nodes.append(
+            NodeState(
+                hostname=n["hostname"],
+                schedulable=n["state"] == NodeStatus.UP and n["role"] == NodeRole.COMPUTE,
+                storage=n["role"] == NodeRole.STORAGE,
+                gpus=tuple(gpus),
+                nvlink_islands=_islands([g.index for g in gpus], topologies.get(n["pk"]), nvlink),
+                hca_gbps=hca_gbps.get(n["hostname"], 0.0),
+                up=n["state"] != NodeStatus.DOWN,
+            )
+        )
+
+    pending, running = [], []
+    for job in sorted(jobs, key=lambda j: j.queue_seq):
+        request = _request(job, hostname_of, now_ts)
+        if job.status == JobStatus.PENDING:
+            pending.append(request)
+        elif shares.get(job.pk):
+            running.append(
+                RunningJob(
+                    request=request,
+                    shares=tuple(shares[job.pk]),
+                    started_at=job.started_at.timestamp() if job.started_at else now_ts,
+                    last_migrated_at=job.last_migrated_at.timestamp() if job.last_migrated_at else None,
+                    borrowed=job.borrowed,
+                )
+            )
+    snapshot = Snapshot(
+        now=now_ts,
+        fabric=fabric,
+        nodes=nodes,
+        pools=_pools(cluster_id, index, list(hostname_of.values())),
+        tenants=_tenants(jobs, now_ts),
+        pending=pending,
+        running=running,
+        priority_classes=dict(PriorityClass.objects.values_list("name", "value")),
+    )
+    return snapshot, index

@@ -1,0 +1,19 @@
+import django_filters as filters
+
+from scheduler.choices import JobStatus, SharingMode, Workload
+from scheduler.models import Job
+
+
+class JobFilterSet(filters.FilterSet):
+    status = filters.MultipleChoiceFilter(choices=JobStatus.choices)
+    sharing = filters.ChoiceFilter(choices=SharingMode.choices)
+    workload = filters.ChoiceFilter(choices=Workload.choices)
+    cluster = filters.CharFilter(field_name="pool__cluster__name")
+    pool = filters.NumberFilter(field_name="pool_id")
+    priority_class = filters.CharFilter(field_name="priority_class__name")
+    name = filters.CharFilter(lookup_expr="icontains")
+    submitted_after = filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
+
+    class Meta:
+        model = Job
+        fields = ["status", "sharing", "workload", "cluster", "pool", "priority_class", "name", "held"]

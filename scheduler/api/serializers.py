@@ -1,0 +1,130 @@
+"""Job, quota and pool serializers: fields listed, protected fields read-only."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from fabric.models import Node
+from scheduler.choices import SharingMode, Workload
+from scheduler.models import Allocation, Job, JobEvent, Pool, PriorityClass, Quota
+
+JOB_FIELDS = [
+    "id", "url", "name", "tenant", "cluster", "pool", "gpus", "nodes", "gpus_per_node", "gpu_model",
+    "gpu_memory_mib", "sharing", "fraction", "mps_memory_mib", "mig_profile", "priority_class", "preemptible",
+    "workload", "dataset_node", "est_runtime_s", "checkpoint_cost_s", "grace_period_s", "requeue_opt_out",
+    "command", "image", "env", "status", "status_reason", "pending_reason", "held", "queue_position",
+    "borrowed", "submitted_at", "started_at", "finished_at",
+]  # fmt: skip
+JOB_READ_ONLY = [
+    "tenant", "cluster", "status", "status_reason", "pending_reason", "held", "queue_position", "borrowed",
+    "submitted_at", "started_at", "finished_at",
+]  # fmt: skip
+
+
+class JobSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.name", read_only=True)
+    cluster = serializers.CharField(source="pool.cluster.name", read_only=True)
+    pool = serializers.PrimaryKeyRelatedField(queryset=Pool.objects.all(), required=False)
+    priority_class = serializers.SlugRelatedField(
+        slug_field="name", queryset=PriorityClass.objects.all(), required=False
+    )
+    dataset_node = serializers.SlugRelatedField(
+        slug_field="hostname", queryset=Node.objects.filter(role="storage"), required=False, allow_null=True
+    )
+    gpus = serializers.IntegerField(min_value=1, max_value=100_000)
+    nodes = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    gpus_per_node = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    gpu_memory_mib = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    fraction = serializers.FloatField(
+        min_value=0.01, max_value=1.0, required=False, allow_null=True, write_only=False,
+        help_text="MPS: the share of one GPU's compute, 0 < fraction <= 1.",
+    )  # fmt: skip
+    mps_memory_mib = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    est_runtime_s = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    checkpoint_cost_s = serializers.IntegerField(min_value=0, required=False)
+    grace_period_s = serializers.IntegerField(min_value=0, max_value=3600, required=False)
+    sharing = serializers.ChoiceField(choices=SharingMode.choices, required=False)
+    workload = serializers.ChoiceField(choices=Workload.choices, required=False)
+
+    class Meta:
+        model = Job
+        fields = JOB_FIELDS
+        read_only_fields = JOB_READ_ONLY
+
+    def to_representation(self, job: Job) -> dict:
+        data = super().to_representation(job)
+        data["fraction"] = job.mps_compute_pct / 100 if job.mps_compute_pct else None
+        return data
+
+
+class AllocationSerializer(serializers.ModelSerializer):
+    node = serializers.CharField(source="gpu.node.hostname")
+    gpu_index = serializers.IntegerField(source="gpu.index")
+    gpu_uuid = serializers.CharField(source="gpu.uuid")
+
+    class Meta:
+        model = Allocation
+        fields = ["node", "gpu_index", "gpu_uuid", "kind", "compute_pct", "memory_mib", "mig_profile", "mig_start",
+                  "replica"]  # fmt: skip
+
+
+class JobEventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = JobEvent
+        fields = ["at", "from_status", "to_status", "reason", "actor"]
+
+
+class JobDetailSerializer(JobSerializer):
+    placement = serializers.SerializerMethodField()
+    events = JobEventSerializer(many=True, read_only=True)
+
+    class Meta(JobSerializer.Meta):
+        fields = [*JOB_FIELDS, "placement", "events"]
+
+    def get_placement(self, job: Job) -> list[dict]:
+        active = [a for a in job.allocations.all() if a.active]
+        return AllocationSerializer(active, many=True).data
+
+
+class JobActionSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
+
+
+class QuotaSerializer(serializers.ModelSerializer):
+    tenant = serializers.CharField(source="tenant.name", read_only=True)
+    pool = serializers.CharField(source="pool.name", read_only=True)
+    cluster = serializers.CharField(source="pool.cluster.name", read_only=True)
+    used_gpus = serializers.SerializerMethodField()
+    borrowed_gpus = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Quota
+        fields = ["id", "tenant", "cluster", "pool", "guaranteed_gpus", "borrow_limit", "used_gpus", "borrowed_gpus"]
+
+    def _used(self, quota: Quota) -> int:
+        return self.context["usage"].get((quota.tenant_id, quota.pool_id), 0)
+
+    def get_used_gpus(self, quota: Quota) -> int:
+        return self._used(quota)
+
+    def get_borrowed_gpus(self, quota: Quota) -> int:
+        return max(0, self._used(quota) - quota.guaranteed_gpus)
+
+
+class PoolSerializer(serializers.ModelSerializer):
+    cluster = serializers.CharField(source="cluster.name", read_only=True)
+    capacity = serializers.SerializerMethodField()
+    queue = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Pool
+        fields = ["id", "cluster", "name", "sharing", "timeslice_replicas", "is_default", "capacity", "queue"]
+
+    def get_capacity(self, pool: Pool) -> dict:
+        from scheduler.selectors import pool_capacity
+
+        return pool_capacity(pool)
+
+    def get_queue(self, pool: Pool) -> dict:
+        counts = self.context.get("queue", {}).get(pool.pk, {})
+        return {"pending": counts.get("pending", 0), "running": counts.get("running", 0)}

@@ -1,0 +1,148 @@
+"""Tenant API: jobs, quotas, pools. Every queryset is filtered to the caller's tenant unless staff."""
+
+from __future__ import annotations
+
+from django.db.models import Prefetch, QuerySet
+from drf_spectacular.utils import extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import PermissionDenied
+from rest_framework.response import Response
+
+from scheduler import actions
+from scheduler.api.access import IsOperator, IsOperatorOrTenant, tenant_of
+from scheduler.api.filtersets import JobFilterSet
+from scheduler.api.serializers import (
+    JobActionSerializer,
+    JobDetailSerializer,
+    JobSerializer,
+    PoolSerializer,
+    QuotaSerializer,
+)
+from scheduler.choices import SharingMode, Workload
+from scheduler.models import Allocation, Job, Pool, PriorityClass, Quota
+from scheduler.selectors import queue_counts
+from scheduler.validation import check_request
+
+
+class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
+    serializer_class = JobSerializer
+    permission_classes = [IsOperatorOrTenant]
+    filterset_class = JobFilterSet
+    ordering_fields = ["id", "submitted_at", "queue_position", "status"]
+
+    def get_queryset(self) -> QuerySet[Job]:
+        jobs = Job.objects.select_related("tenant", "pool__cluster", "priority_class", "dataset_node")
+        if self.action == "retrieve":
+            active = Allocation.objects.filter(active=True).select_related("gpu__node")
+            jobs = jobs.prefetch_related(Prefetch("allocations", queryset=active), "events")
+        if self.request.user.is_staff:
+            return jobs
+        return jobs.filter(tenant=tenant_of(self.request.user))
+
+    def get_serializer_class(self):
+        return JobDetailSerializer if self.action == "retrieve" else JobSerializer
+
+    def perform_create(self, serializer):
+        user = self.request.user
+        tenant = tenant_of(user)
+        if tenant is None:
+            raise PermissionDenied("operators submit jobs from a tenant account")
+        data = dict(serializer.validated_data)
+        pool = data.pop("pool", None) or self._default_pool(tenant)
+        priority = data.pop("priority_class", None) or PriorityClass.objects.get(name="normal")
+        fraction = data.pop("fraction", None)
+        data["mps_compute_pct"] = round(fraction * 100) if fraction is not None else None
+        data.setdefault("sharing", pool.sharing)
+        data.setdefault("workload", Workload.TRAINING)
+        data.setdefault("preemptible", priority.preemptible_default)
+        if data["sharing"] != SharingMode.EXCLUSIVE and data.get("nodes"):
+            raise serializers.ValidationError({"nodes": "gangs run on whole GPUs (exclusive sharing)"})
+        errors = check_request(tenant, pool, priority, data)
+        if errors:
+            raise serializers.ValidationError(errors)
+        serializer.instance = actions.submit_job(tenant, pool, priority, **data)
+
+    def _default_pool(self, tenant) -> Pool:
+        pools = list(Pool.objects.filter(quotas__tenant=tenant).distinct()[:2])
+        if len(pools) == 1:
+            return pools[0]
+        raise serializers.ValidationError({"pool": "name the pool (this tenant has quotas in several or none)"})
+
+    @extend_schema(request=JobActionSerializer, responses=JobSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request, pk=None):
+        """Cancel a pending or running job: it leaves the queue or frees its GPUs."""
+        return self._act(actions.cancel_job, reason_default="cancelled by {user}")
+
+    @extend_schema(request=JobActionSerializer, responses=JobSerializer)
+    @action(detail=True, methods=["post"], permission_classes=[IsOperator])
+    def hold(self, request, pk=None):
+        return self._act(actions.hold_job, reason_default="held by {user}")
+
+    @extend_schema(request=JobActionSerializer, responses=JobSerializer)
+    @action(detail=True, methods=["post"], permission_classes=[IsOperator])
+    def release(self, request, pk=None):
+        return self._act(actions.release_job, reason_default=None)
+
+    @extend_schema(request=JobActionSerializer, responses=JobSerializer)
+    @action(detail=True, methods=["post"], permission_classes=[IsOperator])
+    def requeue(self, request, pk=None):
+        return self._act(actions.requeue_job, reason_default="requeued by {user}")
+
+    def _act(self, fn, *, reason_default: str | None) -> Response:
+        job = self.get_object()  # 404 for another tenant's job: it is not in the queryset
+        body = JobActionSerializer(data=self.request.data)
+        body.is_valid(raise_exception=True)
+        kwargs = {"actor": str(self.request.user)}
+        if reason_default is not None:
+            kwargs["reason"] = body.validated_data["reason"] or reason_default.format(user=self.request.user)
+        try:
+            job = fn(job, **kwargs)
+        except actions.ActionError as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(JobSerializer(job, context={"request": self.request}).data)
+
+
+class QuotaViewSet(viewsets.ReadOnlyModelViewSet):
+    """Quotas with what is used now: a tenant sees its own, operators all."""
+
+    serializer_class = QuotaSerializer
+    permission_classes = [IsOperatorOrTenant]
+    filterset_fields = ["pool"]
+
+    def get_queryset(self) -> QuerySet[Quota]:
+        quotas = Quota.objects.select_related("tenant", "pool__cluster")
+        if self.request.user.is_staff:
+            return quotas
+        return quotas.filter(tenant=tenant_of(self.request.user))
+
+    def get_serializer_context(self) -> dict:
+        from django.db.models import Count
+
+        context = super().get_serializer_context()
+        rows = (
+            Allocation.objects.filter(active=True, job__tenant__in=self.get_queryset().values("tenant"))
+            .values("job__tenant_id", "job__pool_id")
+            .annotate(gpus=Count("gpu", distinct=True))
+        )
+        context["usage"] = {(r["job__tenant_id"], r["job__pool_id"]): r["gpus"] for r in rows}
+        return context
+
+
+class PoolViewSet(viewsets.ReadOnlyModelViewSet):
+    """Pools with capacity and free GPUs by shape; tenants see pools they hold a quota in."""
+
+    serializer_class = PoolSerializer
+    permission_classes = [IsOperatorOrTenant]
+
+    def get_queryset(self) -> QuerySet[Pool]:
+        pools = Pool.objects.select_related("cluster")
+        if self.request.user.is_staff:
+            return pools
+        return pools.filter(quotas__tenant=tenant_of(self.request.user)).distinct()
+
+    def get_serializer_context(self) -> dict:
+        context = super().get_serializer_context()
+        context["queue"] = queue_counts(list(self.get_queryset().values_list("pk", flat=True)))
+        return context

@@ -1,0 +1,582 @@
+"""Mutable per-round view of the cluster, indexed for placement. PURE.
+
+Built once per round from a Snapshot (`ClusterState(snapshot, topology)`), then changed only through
+`hold()` / `release()`, which keep every index in step:
+
+* Partitions: GPUs are grouped by (pool, GPU model, memory), one `Partition` each. A job searches only
+  the partitions of its pool that match its model and memory, so "no scan of all nodes".
+* Exclusive capacity: per partition, nodes bucketed by how many whole GPUs they have free
+  (`buckets[k]`, insertion-ordered dicts used as ordered sets), the same per leaf group
+  (`gbuckets[group][k]`), and free GPU counts per group and per partition. A node's free GPUs are a bit
+  mask over its GPUs; NVLink islands are masks too.
+* Shared capacity: MPS GPUs bucketed by compute percentage left, MIG GPUs per profile bucketed by free
+  memory slices, time-sliced GPUs by replicas used.
+* Live network: per node the bandwidth its HCA links have left (GB/s), per leaf group and pod the
+  effective oversubscription of their uplinks, hot/erroring flags (see costmodel).
+
+`journal()` / `rollback()` let the engine try "what if these jobs were gone" (preemption, backfill
+reservations) and undo it exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.core import mig as miglib
+from scheduler.core.costmodel import link_available, oversubscription
+from scheduler.core.topology import (
+    LEVEL_FABRIC,
+    LEVEL_LEAF_GROUP,
+    ROLE_GROUP_UPLINK,
+    ROLE_HOST,
+    ROLE_POD_UPLINK,
+    Topology,
+)
+from scheduler.core.types import Config, PoolState, RunningJob, Share, Snapshot
+
+
+class GpuSlot:
+    __slots__ = (
+        "bit",
+        "excl",
+        "healthy",
+        "id",
+        "index",
+        "memory_mib",
+        "mig_keys",
+        "mig_mask",
+        "mig_used",
+        "model",
+        "mps_key",
+        "mps_mem",
+        "mps_pct",
+        "node",
+        "nvlink",
+        "pos",
+        "profiles",
+        "ts_key",
+        "ts_reps",
+        "ts_used",
+        "util",
+    )
+
+    def __init__(self, gs, node: NodeSlot, pos: int) -> None:
+        self.id = gs.id
+        self.index = gs.index
+        self.pos = pos
+        self.bit = 1 << pos
+        self.node = node
+        self.model = gs.model
+        self.memory_mib = gs.memory_mib
+        self.healthy = gs.healthy
+        self.util = gs.utilisation
+        self.nvlink = gs.nvlink_gbps
+        self.excl = 1 if gs.exclusive_job is not None else 0
+        self.mps_pct = gs.mps_compute_pct_used
+        self.mps_mem = gs.mps_memory_mib_used
+        self.mig_used = list(gs.mig_used)
+        self.profiles = miglib.profiles_for(gs.model, gs.memory_mib) if gs.mig_used else {}
+        self.mig_mask = miglib.occupied_mask(self.profiles, self.mig_used) if self.mig_used else 0
+        self.ts_used = gs.timeslice_used
+        self.ts_reps: set[int] = set()
+        self.mps_key: int | None = None
+        self.mig_keys: dict[str, int] = {}
+        self.ts_key: int | None = None
+
+    def is_empty(self) -> bool:
+        return not (self.excl or self.mps_pct or self.mps_mem or self.mig_mask or self.ts_used)
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"<gpu {self.id} {self.node.name}:{self.index}>"
+
+
+class NodeSlot:
+    __slots__ = (
+        "G",
+        "all_mask",
+        "eligible",
+        "err",
+        "free_mask",
+        "gpus",
+        "group",
+        "hot",
+        "islands",
+        "n_free",
+        "name",
+        "net_gbs",
+        "nominal_gbs",
+        "part",
+        "pod",
+        "pool",
+        "reachable",
+        "schedulable",
+        "storage",
+        "up",
+    )
+
+    def __init__(self, ns) -> None:
+        self.name = ns.hostname
+        self.up = ns.up
+        self.schedulable = ns.schedulable
+        self.storage = ns.storage
+        self.gpus: list[GpuSlot] = [GpuSlot(g, self, i) for i, g in enumerate(ns.gpus)]
+        self.G = len(self.gpus)
+        self.all_mask = (1 << self.G) - 1
+        pos_of = {g.index: g.pos for g in self.gpus}
+        islands: list[int] = []
+        covered = 0
+        for isl in ns.nvlink_islands:
+            m = 0
+            for idx in isl:
+                p = pos_of.get(idx)
+                if p is not None and not (covered >> p) & 1:
+                    m |= 1 << p
+            if m:
+                islands.append(m)
+                covered |= m
+        for g in self.gpus:
+            if not covered & g.bit:
+                islands.append(g.bit)
+        self.islands = islands
+        self.free_mask = 0
+        self.n_free = 0
+        self.part: Partition | None = None
+        self.pool: int | None = None
+        self.eligible = False
+        self.group = -1
+        self.pod = -1
+        self.net_gbs = 0.0
+        self.nominal_gbs = 0.0
+        self.hot = False
+        self.err = False
+        self.reachable = False
+
+    def island_count(self, mask: int) -> int:
+        return sum(1 for im in self.islands if im & mask)
+
+    def gpus_of(self, mask: int) -> list[GpuSlot]:
+        return [g for g in self.gpus if g.bit & mask]
+
+    def __repr__(self) -> str:  # pragma: no cover
+        return f"<node {self.name} free={self.n_free}/{self.G}>"
+
+
+class Partition:
+    """GPUs of one pool with one model and memory size."""
+
+    __slots__ = (
+        "G",
+        "cap_total",
+        "free_total",
+        "gbuckets",
+        "gcap",
+        "gfree",
+        "buckets",
+        "key",
+        "memory_mib",
+        "mig_b",
+        "model",
+        "mps_b",
+        "nodes",
+        "nominal_net",
+        "nvlink_gbps",
+        "pool",
+        "pool_name",
+        "profiles",
+        "replicas",
+        "sharing",
+        "strength",
+        "ts_b",
+        "max_island",
+    )
+
+    def __init__(self, key: tuple, pool: PoolState, model: str, memory_mib: int, strength: float) -> None:
+        self.key = key
+        self.pool = pool.id
+        self.pool_name = pool.name
+        self.sharing = pool.sharing
+        self.replicas = max(1, pool.timeslice_replicas)
+        self.model = model
+        self.memory_mib = memory_mib
+        self.strength = strength
+        self.nvlink_gbps = 0.0
+        self.G = 0
+        self.max_island = 0
+        self.nodes: list[NodeSlot] = []
+        self.buckets: list[dict[NodeSlot, None]] = []
+        self.gbuckets: dict[int, list[dict[NodeSlot, None]]] = {}
+        self.gfree: dict[int, int] = {}
+        self.gcap: dict[int, int] = {}
+        self.free_total = 0
+        self.cap_total = 0  # healthy GPUs on eligible nodes
+        self.nominal_net = 0.0
+        self.profiles = miglib.profiles_for(model, memory_mib) if pool.sharing == "mig" else {}
+        self.mps_b: list[dict[GpuSlot, None]] = [{} for _ in range(101)] if pool.sharing == "mps" else []
+        self.mig_b: dict[str, list[dict[GpuSlot, None]]] = (
+            {p: [{} for _ in range(9)] for p in self.profiles} if pool.sharing == "mig" else {}
+        )
+        self.ts_b: list[dict[GpuSlot, None]] = (
+            [{} for _ in range(self.replicas)] if pool.sharing == "timeslice" else []
+        )
+
+    def nodes_with_at_least(self, group: int, k: int) -> int:
+        lst = self.gbuckets.get(group)
+        if not lst:
+            return 0
+        return sum(len(lst[j]) for j in range(k, len(lst)))
+
+    def __repr__(self) -> str:  # pragma: no cover
+        return f"<partition {self.pool_name} {self.model} free={self.free_total}>"
+
+
+class ClusterState:
+    def __init__(self, snapshot: Snapshot, topo: Topology) -> None:
+        self.snapshot = snapshot
+        self.topo = topo
+        self.config: Config = snapshot.config
+        self.params = snapshot.config.cost
+        self.now = snapshot.now
+        self.pools: dict[int, PoolState] = {p.id: p for p in snapshot.pools}
+        self.nodes: dict[str, NodeSlot] = {}
+        self.gpus: dict[int, GpuSlot] = {}
+        self.partitions: dict[tuple, Partition] = {}
+        self.pool_parts: dict[int, list[Partition]] = {p.id: [] for p in snapshot.pools}
+        self.journal_log: list[tuple[bool, GpuSlot, Share]] | None = None
+        self._journal_depth = 0
+        self.warnings: list[str] = []
+        self.group_oeff: dict[int, float] = {}
+        self.group_hot: dict[int, bool] = {}
+        self.pod_oeff: dict[int, float] = {}
+        self.pod_hot: dict[int, bool] = {}
+        self.running: dict[int, RunningJob] = {}
+        self.job_gpus: dict[int, list[tuple[GpuSlot, Share]]] = {}
+        self.jobs_on_node: dict[str, set[int]] = {}
+        self.stopping: set[int] = set()
+        self._build(snapshot)
+
+    # ------------------------------------------------------------------ build
+
+    def _build(self, snap: Snapshot) -> None:
+        params = self.params
+        pool_of: dict[str, int] = {}
+        for p in sorted(snap.pools, key=lambda p: p.id):
+            for h in p.hostnames:
+                if h in pool_of:
+                    self.warnings.append(f"node {h} is in pools {pool_of[h]} and {p.id}; using {pool_of[h]}")
+                else:
+                    pool_of[h] = p.id
+        self._live_network(snap)
+        topo = self.topo
+        for i, ns in enumerate(snap.nodes):
+            node = NodeSlot(ns)
+            self.nodes[node.name] = node
+            for g in node.gpus:
+                self.gpus[g.id] = g
+            gid = topo.group_of.get(node.name)
+            if gid is not None:
+                node.group = gid
+                node.pod = topo.groups[gid].pod
+                node.reachable = True
+            else:
+                node.group = -1 - i  # a group of its own, joined to others only at the fabric level
+                in_fabric = node.name in topo.graph.host_index
+                node.reachable = not in_fabric and ns.hca_gbps > 0
+                if node.reachable:
+                    self._node_net.setdefault(node.name, ns.hca_gbps / 8.0)
+                    self._node_nominal.setdefault(node.name, ns.hca_gbps / 8.0)
+            node.net_gbs = self._node_net.get(node.name, 0.0)
+            node.nominal_gbs = self._node_nominal.get(node.name, 0.0)
+            node.hot = node.name in self._node_hot
+            node.err = node.name in self._node_err
+            pid = pool_of.get(node.name)
+            node.pool = pid
+            node.eligible = pid is not None and ns.up and ns.schedulable and node.G > 0
+            if pid is None or node.G == 0:
+                continue
+            pool = self.pools[pid]
+            model = node.gpus[0].model
+            mem = min(g.memory_mib for g in node.gpus)
+            key = (pid, model, mem)
+            part = self.partitions.get(key)
+            if part is None:
+                strength = params.gpu_strength.get(model.upper(), params.unknown_strength)
+                part = self.partitions[key] = Partition(key, pool, model, mem, strength)
+                self.pool_parts[pid].append(part)
+            node.part = part
+            part.nodes.append(node)
+            if part.sharing == "mig":
+                for g in node.gpus:
+                    g.profiles = part.profiles
+                    g.mig_mask = miglib.occupied_mask(g.profiles, g.mig_used) if g.mig_used else 0
+        for part in self.partitions.values():
+            G = max(n.G for n in part.nodes)
+            part.G = G
+            part.buckets = [{} for _ in range(G + 1)]
+            part.nvlink_gbps = max((g.nvlink for n in part.nodes for g in n.gpus), default=0.0)
+            part.max_island = max((im.bit_count() for n in part.nodes for im in n.islands), default=1)
+            part.nominal_net = max((n.nominal_gbs for n in part.nodes), default=0.0)
+            for node in part.nodes:
+                if node.eligible:
+                    part.gbuckets.setdefault(node.group, [{} for _ in range(G + 1)])
+                    part.gfree.setdefault(node.group, 0)
+                    healthy = sum(1 for g in node.gpus if g.healthy)
+                    part.gcap[node.group] = part.gcap.get(node.group, 0) + healthy
+                    part.cap_total += healthy
+        # Running jobs: who holds what (occupancy itself comes from GpuState, see types.py).
+        for rj in snap.running:
+            jid = rj.request.id
+            self.running[jid] = rj
+            held: list[tuple[GpuSlot, Share]] = []
+            for sh in rj.shares:
+                g = self.gpus.get(sh.gpu_id)
+                if g is None:
+                    continue
+                held.append((g, sh))
+                self.jobs_on_node.setdefault(g.node.name, set()).add(jid)
+                if sh.kind == "timeslice" and sh.replica is not None:
+                    g.ts_reps.add(sh.replica)
+            self.job_gpus[jid] = held
+            if rj.stopping:
+                self.stopping.add(jid)
+        for g in self.gpus.values():
+            self._refresh(g)
+
+    def _live_network(self, snap: Snapshot) -> None:
+        """Per node / group / pod bandwidth left after live utilisation and errors (delta from nominal)."""
+        topo, params = self.topo, self.params
+        hot_u = self.config.hot_link_utilisation
+        self._node_nominal: dict[str, float] = {h: c / 8.0 for h, c in topo.host_nominal_gbps.items()}
+        node_loss: dict[str, float] = {}
+        group_loss: dict[int, float] = {}
+        pod_loss: dict[int, float] = {}
+        self._node_hot: set[str] = set()
+        self._node_err: set[str] = set()
+        group_hot: set[int] = set()
+        pod_hot: set[int] = set()
+        role = topo.link_role
+        util, errs = snap.link_utilisation, snap.link_errors
+        keys = util.keys() | {k for k, v in errs.items() if v} if errs else util.keys()
+        for key in keys:
+            info = role.get(key)
+            if info is None:
+                continue
+            u = util.get(key, 0.0)
+            e = bool(errs.get(key)) if errs else False
+            if u <= 0 and not e:
+                continue
+            r, owner, cap = info
+            lost = cap * (1.0 - link_available(u, e, params))
+            flagged = u >= hot_u or e
+            if r == ROLE_HOST:
+                node_loss[owner] = node_loss.get(owner, 0.0) + lost  # type: ignore[index]
+                if u >= hot_u:
+                    self._node_hot.add(owner)  # type: ignore[arg-type]
+                if e:
+                    self._node_err.add(owner)  # type: ignore[arg-type]
+            elif r == ROLE_GROUP_UPLINK:
+                group_loss[owner] = group_loss.get(owner, 0.0) + lost  # type: ignore[index]
+                if flagged:
+                    group_hot.add(owner)  # type: ignore[arg-type]
+            elif r == ROLE_POD_UPLINK:
+                pod_loss[owner] = pod_loss.get(owner, 0.0) + lost  # type: ignore[index]
+                if flagged:
+                    pod_hot.add(owner)  # type: ignore[arg-type]
+        self._node_net = {h: c - node_loss.get(h, 0.0) / 8.0 for h, c in self._node_nominal.items()}
+        for g in topo.groups:
+            self.group_oeff[g.id] = oversubscription(g.host_gbps, g.uplink_gbps - group_loss.get(g.id, 0.0))
+            self.group_hot[g.id] = g.id in group_hot
+        for p in topo.pods:
+            self.pod_oeff[p.id] = (
+                oversubscription(p.down_gbps, p.up_gbps - pod_loss.get(p.id, 0.0)) if p.up_gbps > 0 else 1.0
+            )
+            self.pod_hot[p.id] = p.id in pod_hot
+
+    # ------------------------------------------------------------------ topology helpers
+
+    def group_level(self, ga: int, gb: int) -> int:
+        if ga == gb:
+            return LEVEL_LEAF_GROUP
+        if ga < 0 or gb < 0:
+            return LEVEL_FABRIC
+        return self.topo.group_level(ga, gb)
+
+    def group_label(self, gid: int) -> str:
+        if gid < 0:
+            return "no leaf"
+        return self.topo.groups[gid].label
+
+    def oeff(self, gid: int) -> float:
+        return self.group_oeff.get(gid, 1.0)
+
+    # ------------------------------------------------------------------ occupancy
+
+    def _set_node_free(self, node: NodeSlot, new_mask: int) -> None:
+        old_k = node.n_free
+        new_k = new_mask.bit_count()
+        node.free_mask = new_mask
+        if old_k == new_k:
+            return
+        node.n_free = new_k
+        part = node.part
+        if part is None or not node.eligible:
+            return
+        gb = part.gbuckets[node.group]
+        if old_k:
+            del part.buckets[old_k][node]
+            del gb[old_k][node]
+        if new_k:
+            part.buckets[new_k][node] = None
+            gb[new_k][node] = None
+        part.gfree[node.group] += new_k - old_k
+        part.free_total += new_k - old_k
+
+    def _refresh(self, g: GpuSlot) -> None:
+        node = g.node
+        usable = g.healthy and node.eligible
+        empty = not (g.excl or g.mps_pct or g.mps_mem or g.mig_mask or g.ts_used)
+        mask = node.free_mask
+        new = (mask | g.bit) if (usable and empty) else (mask & ~g.bit)
+        if new != mask:
+            self._set_node_free(node, new)
+        part = node.part
+        if part is None or part.sharing == "exclusive":
+            return
+        sharing = part.sharing
+        if sharing == "mps":
+            ok = usable and not (g.excl or g.mig_mask or g.ts_used)
+            rem = 100 - g.mps_pct
+            key = rem if ok and rem > 0 and g.memory_mib - g.mps_mem > 0 else None
+            if key != g.mps_key:
+                if g.mps_key is not None:
+                    del part.mps_b[g.mps_key][g]
+                if key is not None:
+                    part.mps_b[key][g] = None
+                g.mps_key = key
+        elif sharing == "mig":
+            ok = usable and not (g.excl or g.mps_pct or g.mps_mem or g.ts_used)
+            for name, prof in part.profiles.items():
+                free_slots = prof.total_slots - (g.mig_mask & ((1 << prof.total_slots) - 1)).bit_count()
+                key = None
+                if ok and miglib.free_starts(prof, g.mig_mask):
+                    key = min(8, max(0, free_slots))
+                old = g.mig_keys.get(name)
+                if key != old:
+                    if old is not None:
+                        del part.mig_b[name][old][g]
+                    if key is not None:
+                        part.mig_b[name][key][g] = None
+                        g.mig_keys[name] = key
+                    else:
+                        g.mig_keys.pop(name, None)
+        elif sharing == "timeslice":
+            ok = usable and not (g.excl or g.mps_pct or g.mps_mem or g.mig_mask)
+            key = g.ts_used if ok and g.ts_used < part.replicas else None
+            if key != g.ts_key:
+                if g.ts_key is not None:
+                    del part.ts_b[g.ts_key][g]
+                if key is not None:
+                    part.ts_b[key][g] = None
+                g.ts_key = key
+
+    def hold(self, g: GpuSlot, sh: Share) -> None:
+        kind = sh.kind
+        if kind == "whole":
+            g.excl += 1
+        elif kind == "mps":
+            g.mps_pct += sh.compute_pct
+            g.mps_mem += sh.memory_mib
+        elif kind == "mig":
+            g.mig_used.append((sh.mig_profile, sh.mig_start))
+            prof = (g.profiles or miglib.profiles_for(g.model, g.memory_mib)).get(sh.mig_profile or "")
+            g.mig_mask |= prof.mask(sh.mig_start or 0) if prof else 0xFF
+        elif kind == "timeslice":
+            g.ts_used += 1
+            if sh.replica is not None:
+                g.ts_reps.add(sh.replica)
+        if self.journal_log is not None:
+            self.journal_log.append((True, g, sh))
+        self._refresh(g)
+
+    def release(self, g: GpuSlot, sh: Share) -> None:
+        kind = sh.kind
+        if kind == "whole":
+            g.excl = max(0, g.excl - 1)
+        elif kind == "mps":
+            g.mps_pct = max(0, g.mps_pct - sh.compute_pct)
+            g.mps_mem = max(0, g.mps_mem - sh.memory_mib)
+        elif kind == "mig":
+            entry = (sh.mig_profile, sh.mig_start)
+            if entry in g.mig_used:
+                g.mig_used.remove(entry)
+            profiles = g.profiles or miglib.profiles_for(g.model, g.memory_mib)
+            g.mig_mask = miglib.occupied_mask(profiles, g.mig_used) if g.mig_used else 0
+        elif kind == "timeslice":
+            g.ts_used = max(0, g.ts_used - 1)
+            if sh.replica is not None:
+                g.ts_reps.discard(sh.replica)
+        if self.journal_log is not None:
+            self.journal_log.append((False, g, sh))
+        self._refresh(g)
+
+    def release_job(self, job_id: int) -> None:
+        for g, sh in self.job_gpus.get(job_id, ()):
+            self.release(g, sh)
+
+    def hold_job(self, job_id: int) -> None:
+        for g, sh in self.job_gpus.get(job_id, ()):
+            self.hold(g, sh)
+
+    def journal(self) -> int:
+        """Start (or nest) recording changes; returns a mark for rollback() / keep()."""
+        if self.journal_log is None:
+            self.journal_log = []
+            self._journal_depth = 0
+        self._journal_depth += 1
+        return len(self.journal_log)
+
+    def rollback(self, mark: int) -> None:
+        """Undo every change since `mark` (exactly: indexes included) and close that journal level."""
+        log = self.journal_log
+        assert log is not None
+        entries = log[mark:]
+        del log[mark:]
+        self.journal_log = None
+        for was_hold, g, sh in reversed(entries):
+            if was_hold:
+                self.release(g, sh)
+            else:
+                self.hold(g, sh)
+        self._close_journal(log)
+
+    def keep(self, mark: int) -> None:
+        """Close the journal level opened at `mark`, keeping its changes (an outer level can still undo them)."""
+        self._close_journal(self.journal_log)
+
+    def _close_journal(self, log: list | None) -> None:
+        self._journal_depth -= 1
+        self.journal_log = log if self._journal_depth > 0 else None
+
+    # ------------------------------------------------------------------ accounting helpers
+
+    def share_equiv(self, g: GpuSlot, sh: Share) -> float:
+        """GPU-equivalents of one share (quotas, fair share)."""
+        kind = sh.kind
+        if kind == "whole":
+            return 1.0
+        if kind == "mps":
+            return sh.compute_pct / 100.0
+        if kind == "mig":
+            prof = (g.profiles or miglib.profiles_for(g.model, g.memory_mib)).get(sh.mig_profile or "")
+            return prof.compute_fraction if prof else 1.0
+        part = g.node.part
+        return 1.0 / part.replicas if part else 1.0
+
+    def job_equiv(self, job_id: int) -> float:
+        return sum(self.share_equiv(g, sh) for g, sh in self.job_gpus.get(job_id, ()))
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "partitions": len(self.partitions),
+            "free_gpus": sum(p.free_total for p in self.partitions.values()),
+            "capacity_gpus": sum(p.cap_total for p in self.partitions.values()),
+        }

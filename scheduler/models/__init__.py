@@ -1,0 +1,21 @@
+from .allocations import Allocation, GpuLedger, MigSliceClaim
+from .jobs import Job, JobEvent
+from .pools import Pool, PoolNode
+from .rounds import ClusterScheduler, SchedulingRound
+from .tenants import PriorityClass, Quota, Tenant, TenantMember
+
+__all__ = [
+    "Allocation",
+    "ClusterScheduler",
+    "GpuLedger",
+    "Job",
+    "JobEvent",
+    "MigSliceClaim",
+    "Pool",
+    "PoolNode",
+    "PriorityClass",
+    "Quota",
+    "SchedulingRound",
+    "Tenant",
+    "TenantMember",
+]

@@ -1,0 +1,85 @@
+from django.db import models
+
+from scheduler.choices import JobStatus, SharingMode, Workload
+
+
+class Job(models.Model):
+    """A tenant's request for GPUs and what became of it. Status changes only through scheduler.actions."""
+
+    tenant = models.ForeignKey("scheduler.Tenant", on_delete=models.CASCADE, related_name="jobs")
+    pool = models.ForeignKey("scheduler.Pool", on_delete=models.PROTECT, related_name="jobs")
+    name = models.CharField(max_length=128)
+    # Shape: `gpus` in total; for a gang, `nodes` x `gpus_per_node` (all-or-nothing).
+    gpus = models.PositiveIntegerField()
+    nodes = models.PositiveIntegerField(null=True, blank=True)
+    gpus_per_node = models.PositiveIntegerField(null=True, blank=True)
+    gpu_model = models.CharField(max_length=32, blank=True)
+    gpu_memory_mib = models.PositiveIntegerField(null=True, blank=True, help_text="Minimum memory per GPU.")
+    sharing = models.CharField(max_length=12, choices=SharingMode.choices, default=SharingMode.EXCLUSIVE)
+    mps_compute_pct = models.PositiveSmallIntegerField(null=True, blank=True)
+    mps_memory_mib = models.PositiveIntegerField(null=True, blank=True)
+    mig_profile = models.CharField(max_length=16, blank=True)
+    priority_class = models.ForeignKey("scheduler.PriorityClass", on_delete=models.PROTECT, related_name="jobs")
+    preemptible = models.BooleanField(default=True)
+    workload = models.CharField(max_length=16, choices=Workload.choices, default=Workload.TRAINING)
+    dataset_node = models.ForeignKey(
+        "fabric.Node", on_delete=models.SET_NULL, null=True, blank=True, related_name="datasets_for_jobs"
+    )
+    est_runtime_s = models.PositiveIntegerField(null=True, blank=True)
+    checkpoint_cost_s = models.PositiveIntegerField(default=60, help_text="Seconds to checkpoint and restart.")
+    grace_period_s = models.PositiveIntegerField(default=30, help_text="Seconds between SIGTERM and SIGKILL.")
+    requeue_opt_out = models.BooleanField(default=False, help_text="Fail instead of requeue when its GPUs fail.")
+    command = models.TextField(blank=True)
+    image = models.CharField(max_length=255, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+
+    status = models.CharField(max_length=12, choices=JobStatus.choices, default=JobStatus.PENDING)
+    status_reason = models.CharField(max_length=500, blank=True)
+    pending_reason = models.CharField(max_length=500, blank=True)
+    held = models.BooleanField(default=False, help_text="Held by an operator: not scheduled until released.")
+    queue_seq = models.BigIntegerField(default=0, help_text="Place in line; kept when the job is requeued.")
+    queue_position = models.PositiveIntegerField(null=True, blank=True, help_text="1-based, from the last round.")
+    borrowed = models.BooleanField(default=False, help_text="Runs on capacity borrowed beyond its quota.")
+    attained_gpu_s = models.FloatField(default=0.0, help_text="GPU-seconds of service so far.")
+    submitted_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    last_migrated_at = models.DateTimeField(null=True, blank=True)
+    version = models.PositiveIntegerField(default=0, help_text="Bumped on every change: stale decisions are refused.")
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["pool", "status"]), models.Index(fields=["tenant", "status"])]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(gpus__gte=1), name="job_gpus_min_1"),
+            models.CheckConstraint(
+                condition=models.Q(mps_compute_pct__isnull=True) | models.Q(mps_compute_pct__range=(1, 100)),
+                name="job_mps_pct_1_100",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(nodes__isnull=True, gpus_per_node__isnull=True)
+                | models.Q(nodes__gte=1, gpus_per_node__gte=1),
+                name="job_gang_shape_complete",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} {self.name}"
+
+
+class JobEvent(models.Model):
+    """Every state change of a job, with its reason."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(auto_now_add=True)
+    from_status = models.CharField(max_length=12, choices=JobStatus.choices, blank=True)
+    to_status = models.CharField(max_length=12, choices=JobStatus.choices)
+    reason = models.CharField(max_length=500)
+    round = models.ForeignKey("scheduler.SchedulingRound", on_delete=models.SET_NULL, null=True, blank=True)
+    actor = models.CharField(max_length=150, blank=True, help_text="User, or 'scheduler'.")
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.job_id}: {self.from_status} -> {self.to_status}"

@@ -1,0 +1,57 @@
+"""One scheduling round of one cluster: lock, snapshot, decide (pure engine), apply, record."""
+
+from __future__ import annotations
+
+import time
+
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
+
+from fabric.models import Cluster
+from scheduler import actions
+from scheduler.adapters import build_snapshot
+from scheduler.core import schedule
+from scheduler.models import ClusterScheduler, SchedulingRound
+
+
+class RoundBusy(Exception):
+    """Another round of the same cluster holds the lock."""
+
+
+def _lock(cluster_id: int) -> ClusterScheduler:
+    rows = ClusterScheduler.objects.select_for_update(nowait=connection.features.has_select_for_update_nowait)
+    try:
+        return rows.get(cluster_id=cluster_id)
+    except DatabaseError as exc:  # PostgreSQL: "could not obtain lock on row"
+        raise RoundBusy(f"cluster {cluster_id}: a round is already running") from exc
+
+
+def run_round(cluster_id: int, trigger: str = "manual") -> SchedulingRound:
+    """Run one round; raise RoundBusy when another one holds the cluster (the task retries)."""
+    cluster = Cluster.objects.get(pk=cluster_id)
+    actions.ensure_scheduler(cluster)
+    started_at, t0 = timezone.now(), time.perf_counter()
+    with transaction.atomic():
+        _lock(cluster_id)
+        snapshot, index = build_snapshot(cluster_id)
+        t1 = time.perf_counter()
+        decisions = schedule(snapshot)
+        engine_ms = (time.perf_counter() - t1) * 1000
+        record = SchedulingRound.objects.create(
+            cluster_id=cluster_id,
+            started=started_at,
+            trigger=trigger[:64],
+            pending=len(snapshot.pending),
+            running=len(snapshot.running),
+            engine_ms=engine_ms,
+        )
+        applied = actions.apply_decisions(record.pk, decisions, index)
+        record.placed, record.preempted, record.migrated = applied.placed, applied.preempted, applied.migrated
+        record.requeued, record.rejected_stale = applied.requeued, applied.rejected_stale
+        record.decisions = applied.log[:2000]
+        record.stats = {k: v for k, v in decisions.stats.items() if isinstance(v, int | float | str)}
+        record.stats["load_ms"] = round((t1 - t0) * 1000, 1)
+        record.duration_ms = (time.perf_counter() - t0) * 1000
+        record.save()
+        ClusterScheduler.objects.filter(cluster_id=cluster_id).update(last_round_at=timezone.now())
+    return record

@@ -1,0 +1,82 @@
+"""Is a job request possible at all in its pool? Field errors for the API (400), before anything is stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.choices import SharingMode, Workload
+from scheduler.models import Pool, PriorityClass, Tenant
+from scheduler.selectors import pool_capacity
+
+
+def check_request(tenant: Tenant, pool: Pool, priority: PriorityClass, data: dict[str, Any]) -> dict[str, str]:
+    """Return {field: problem}; empty when the request can run in this pool some day."""
+    errors: dict[str, str] = {}
+    capacity = pool_capacity(pool)
+    models = capacity["models"]
+    model = data.get("gpu_model") or ""
+    if model and model not in models:
+        errors["gpu_model"] = f"pool {pool.name} has no {model} GPUs (it has: {', '.join(sorted(models)) or 'none'})"
+        return errors
+    candidates = [models[model]] if model else list(models.values())
+    total = sum(m["total"] for m in candidates)
+    gpus = data["gpus"]
+    sharing = data.get("sharing", SharingMode.EXCLUSIVE)
+
+    if sharing != pool.sharing:
+        errors["sharing"] = f"pool {pool.name} shares GPUs as {pool.sharing}; this job asks for {sharing}"
+    shared = sharing in (SharingMode.MPS, SharingMode.MIG, SharingMode.TIMESLICE)
+    if gpus > total and not (shared and gpus == 1):
+        errors["gpus"] = f"asks for {gpus} GPUs; pool {pool.name} has {total}{f' {model}' if model else ''} in all"
+    nodes, per_node = data.get("nodes"), data.get("gpus_per_node")
+    if (nodes is None) != (per_node is None):
+        errors["nodes"] = "a gang needs both nodes and gpus_per_node"
+    elif nodes is not None:
+        if nodes * per_node != gpus:
+            errors["gpus"] = f"gang of {nodes} nodes x {per_node} GPUs is {nodes * per_node} GPUs, not {gpus}"
+        if per_node > capacity["gpus_per_node_max"]:
+            errors["gpus_per_node"] = (
+                f"asks for {per_node} GPUs per node; the largest node of pool {pool.name} has "
+                f"{capacity['gpus_per_node_max']}"
+            )
+    memory = data.get("gpu_memory_mib")
+    if memory is not None and not any(m["memory_mib"] >= memory for m in candidates):
+        errors["gpu_memory_mib"] = f"no GPU of pool {pool.name} has {memory} MiB"
+
+    if sharing == SharingMode.MPS:
+        if data.get("mps_compute_pct") is None:
+            errors["fraction"] = "an MPS job needs a fraction of a GPU (0 < fraction <= 1)"
+        mps_memory = data.get("mps_memory_mib")
+        if mps_memory is not None and not any(m["memory_mib"] >= mps_memory for m in candidates):
+            errors["mps_memory_mib"] = f"{mps_memory} MiB is more than any GPU of pool {pool.name} has"
+    elif data.get("mps_compute_pct") is not None:
+        errors["fraction"] = "a fraction applies to MPS sharing only"
+    if sharing == SharingMode.MIG:
+        errors.update(_check_mig(data.get("mig_profile") or "", models if not model else {model: models[model]}))
+    elif data.get("mig_profile"):
+        errors["mig_profile"] = "a MIG profile applies to MIG sharing only"
+
+    allowed = tenant.max_priority.value if tenant.max_priority else _default_priority().value
+    if priority.value > allowed:
+        errors["priority_class"] = f"tenant {tenant.name} may ask for priority up to {allowed}, not {priority.name}"
+    dataset = data.get("dataset_node")
+    if dataset is not None and dataset.cluster_id != pool.cluster_id:
+        errors["dataset_node"] = f"{dataset.hostname} is not in cluster {pool.cluster}"
+    if data.get("workload") == Workload.DATA_INTENSIVE and dataset is None:
+        errors["dataset_node"] = "a data-intensive job names the storage node that holds its dataset"
+    return errors
+
+
+def _check_mig(profile: str, models: dict[str, dict]) -> dict[str, str]:
+    from scheduler.core.mig import validate_profile
+
+    if not profile:
+        return {"mig_profile": "a MIG job names a profile, e.g. 1g.10gb"}
+    problems = [validate_profile(name, m["memory_mib"], profile) for name, m in models.items()]
+    if all(problems):
+        return {"mig_profile": problems[0]}
+    return {}
+
+
+def _default_priority() -> PriorityClass:
+    return PriorityClass.objects.filter(name="normal").first() or PriorityClass.objects.order_by("value").first()

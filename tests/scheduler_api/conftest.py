@@ -1,0 +1,119 @@
+"""A generated cluster with three pools (exclusive default, MPS, MIG), two tenants with members and
+token clients, an operator, and a user who belongs to no tenant. Everything is built through
+scheduler.actions, as the API and admin would build it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from fabric.models import Cluster, Node
+from scheduler import actions
+from scheduler.choices import SharingMode
+from scheduler.models import Job, Pool, PriorityClass, Tenant
+from tests.factories import fat_tree
+
+JOBS = "/api/v1/jobs/"
+QUOTAS = "/api/v1/quotas/"
+POOLS = "/api/v1/pools/"
+
+
+def token_client(user) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    return client
+
+
+@dataclass
+class Site:
+    """The whole setup, by name, so tests read as sentences."""
+
+    cluster: Cluster
+    default: Pool  # exclusive: 2 compute nodes x 8 H100 (+ the storage node, which has no GPUs)
+    mps: Pool  # 1 node x 8 H100
+    mig: Pool  # 1 node x 8 H100
+    tenant_a: Tenant
+    tenant_b: Tenant
+    storage: Node
+    compute: list[Node]
+
+    @property
+    def pools(self) -> dict[str, Pool]:
+        return {"default": self.default, "mps": self.mps, "mig": self.mig}
+
+
+@pytest.fixture
+def site(db) -> Site:
+    cluster = fat_tree("sched", nodes=4, gpus_per_node=8, gpu_model="H100", leaf_ports=16, storage_nodes=1)
+    default = actions.ensure_scheduler(cluster)
+    compute = list(Node.objects.filter(cluster=cluster, role="compute").order_by("hostname"))
+    storage = Node.objects.get(cluster=cluster, role="storage")
+    mps = actions.create_pool(cluster, "mps", sharing=SharingMode.MPS)
+    mig = actions.create_pool(cluster, "mig", sharing=SharingMode.MIG)
+    actions.assign_nodes(mps, [compute[2]])
+    actions.assign_nodes(mig, [compute[3]])
+    tenant_a = actions.create_tenant("tenant-a", description="team A")
+    tenant_b = actions.create_tenant("tenant-b", description="team B")
+    # A holds quotas in all three pools, B only in default and MPS (so the MIG pool is not B's to see).
+    actions.set_quota(tenant_a, default, guaranteed_gpus=8, borrow_limit=4)
+    actions.set_quota(tenant_a, mps, guaranteed_gpus=2, borrow_limit=2)
+    actions.set_quota(tenant_a, mig, guaranteed_gpus=2, borrow_limit=0)
+    actions.set_quota(tenant_b, default, guaranteed_gpus=4, borrow_limit=8)
+    actions.set_quota(tenant_b, mps, guaranteed_gpus=1, borrow_limit=1)
+    return Site(cluster, default, mps, mig, tenant_a, tenant_b, storage, compute)
+
+
+@pytest.fixture
+def user_a(site, django_user_model):
+    user = django_user_model.objects.create_user("alice", "alice@a.example.org", "pw-alice")
+    actions.add_member(site.tenant_a, user)
+    return user
+
+
+@pytest.fixture
+def user_b(site, django_user_model):
+    user = django_user_model.objects.create_user("bob", "bob@b.example.org", "pw-bob")
+    actions.add_member(site.tenant_b, user)
+    return user
+
+
+@pytest.fixture
+def api_a(user_a) -> APIClient:
+    return token_client(user_a)
+
+
+@pytest.fixture
+def api_b(user_b) -> APIClient:
+    return token_client(user_b)
+
+
+@pytest.fixture
+def outsider_api(site, django_user_model) -> APIClient:
+    """Signed in, but neither an operator nor a member of any tenant."""
+    return token_client(django_user_model.objects.create_user("carol", "carol@example.org", "pw-carol"))
+
+
+@pytest.fixture
+def ops_api(site, django_user_model) -> APIClient:
+    user = django_user_model.objects.create_user("ops", "ops@example.org", "pw-ops", is_staff=True)
+    return token_client(user)
+
+
+@pytest.fixture
+def clients(api_a, api_b) -> dict[str, APIClient]:
+    return {"A": api_a, "B": api_b}
+
+
+@pytest.fixture
+def submit():
+    """Queue a job directly through the action (setup, not under test)."""
+
+    def make(tenant: Tenant, pool: Pool, name: str = "job", *, priority: str = "normal", **request) -> Job:
+        request.setdefault("gpus", 1)
+        request.setdefault("sharing", pool.sharing)
+        return actions.submit_job(tenant, pool, PriorityClass.objects.get(name=priority), name=name, **request)
+
+    return make
