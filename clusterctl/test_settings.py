@@ -17,3 +17,7 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
 STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405
 STATIC_ROOT = None
+# Rounds requested by a commit run inline, so transactional tests see them (no worker in the test run).
+CELERY_TASK_ALWAYS_EAGER = True
+# One test database per run, so two runs on one server (a developer and CI, or parallel sessions) never collide.
+DATABASES["default"]["TEST"] = {"NAME": f"test_clusterctl_{os.getpid()}"}  # noqa: F405

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -136,12 +136,12 @@ def _move(job: Job, to: str, reason: str, *, actor: str, expect: Sequence[str], 
 
 
 @transaction.atomic
-def submit_job(tenant: Tenant, pool: Pool, priority_class: PriorityClass, **request: Any) -> Job:
+def submit_job(tenant: Tenant, pool: Pool, priority_class: PriorityClass, *, actor: str = "", **request: Any) -> Job:
     """Queue a validated request (scheduler.validation checks it first). A round follows on commit."""
     job = Job.objects.create(tenant=tenant, pool=pool, priority_class=priority_class, **request)
     Job.objects.filter(pk=job.pk).update(queue_seq=job.pk)
     job.queue_seq = job.pk
-    _event(job, JobStatus.PENDING, "submitted", actor=str(tenant), from_status="")
+    _event(job, JobStatus.PENDING, "submitted", actor=actor or str(tenant), from_status="")
     events.job_changed_on_commit(job)
     request_round_on_commit(pool.cluster_id, f"job {job.pk} submitted")
     return job
@@ -180,6 +180,8 @@ def hold_job(job: Job, *, actor: str, reason: str = "held by an operator") -> Jo
     job = _locked(job)
     if job.status != JobStatus.PENDING:
         raise ActionError(f"only pending jobs can be held; job {job.pk} is {job.status}")
+    if job.held:
+        raise ActionError(f"job {job.pk} is already held")
     Job.objects.filter(pk=job.pk).update(held=True, pending_reason=reason, version=F("version") + 1)
     _event(job, JobStatus.PENDING, reason, actor=actor)
     job.refresh_from_db()
@@ -409,12 +411,21 @@ def apply_decisions(round_id: int, decisions, index) -> Applied:
         if attempt("migration", m.job_id, lambda j=job, m=m, s=specs: _migrate(j, m, s, pools, round_id, now)):
             done.migrated += 1
             done.log.append({"kind": "migration", "job": m.job_id, "to": list(m.placement.nodes), "why": m.reason})
-    for p in decisions.placements:
-        job = jobs[p.job_id]
-        specs = _shares(p, index)
-        if attempt("placement", p.job_id, lambda j=job, p=p, s=specs: _place(j, p, s, pools, round_id, now)):
-            done.placed += 1
-            done.log.append({"kind": "placement", "job": p.job_id, "nodes": list(p.nodes), "why": p.explanation})
+    try:
+        with transaction.atomic():
+            placed, stale = _place_all(decisions.placements, index, round_id, now)
+    except IntegrityError:  # the database saw a conflict the locked ledger did not: go one by one
+        placed, stale = [], []
+        for p in decisions.placements:
+            job, specs = jobs[p.job_id], _shares(p, index)
+            if attempt("placement", p.job_id, lambda j=job, p=p, s=specs: _place(j, p, s, pools, round_id, now)):
+                placed.append(p)
+    for p in placed:
+        done.log.append({"kind": "placement", "job": p.job_id, "nodes": list(p.nodes), "why": p.explanation})
+    for job_id, why in stale:
+        done.log.append({"kind": "stale", "job": job_id, "what": "placement", "why": why})
+    done.placed += len(placed)
+    done.rejected_stale += len(stale)
 
     _record_queue(decisions, jobs)
     return done
@@ -458,6 +469,116 @@ def _place(job: Job, p, specs: list[ShareSpec], pools: dict[int, Pool], round_id
           pending_reason="", queue_position=None)  # fmt: skip
 
 
+def _fits(ledger: GpuLedger, share: ShareSpec, replicas_max: int) -> bool:
+    """The same conditions as _claim's conditional UPDATE, on a locked ledger row in memory."""
+    if share.kind in (ShareKind.WHOLE, ShareKind.MPS):
+        return (
+            ledger.compute_pct + share.compute_pct <= 100
+            and ledger.memory_mib + share.memory_mib <= ledger.memory_total_mib
+            and ledger.mig_slices == 0
+            and ledger.replicas == 0
+        )
+    if share.kind == ShareKind.MIG:
+        return ledger.compute_pct == 0 and ledger.replicas == 0 and ledger.mig_slices + share.mig_slices <= 8
+    return ledger.compute_pct == 0 and ledger.mig_slices == 0 and ledger.replicas < replicas_max
+
+
+def _take(ledger: GpuLedger, share: ShareSpec, replicas_max: int) -> None:
+    if share.kind in (ShareKind.WHOLE, ShareKind.MPS):
+        ledger.compute_pct += share.compute_pct
+        ledger.memory_mib += share.memory_mib
+    elif share.kind == ShareKind.MIG:
+        ledger.mig_slices += share.mig_slices
+    else:
+        ledger.replicas += 1
+        ledger.replicas_max = replicas_max
+
+
+def _place_all(placements, index, round_id: int, now) -> tuple[list, list[tuple[int, str]]]:
+    """Every placement of a round in a fixed number of statements (the round holds the cluster lock).
+
+    The jobs and the GPU ledgers are locked and re-checked in memory (same rules as the conditional
+    UPDATE of a single claim); a placement whose job changed or whose GPUs filled since the snapshot
+    is left out whole and reported stale. The CHECK and unique constraints still guard every write.
+    """
+    if not placements:
+        return [], []
+    specs = {p.job_id: _shares(p, index) for p in placements}
+    _ensure_ledgers(s.gpu_id for shares in specs.values() for s in shares)
+    current = {
+        pk: (status, version, held)
+        for pk, status, version, held in Job.objects.select_for_update()
+        .filter(pk__in=list(specs))
+        .values_list("pk", "status", "version", "held")
+    }
+    ledgers = {
+        lg.gpu_id: lg
+        for lg in GpuLedger.objects.select_for_update().filter(gpu_id__in={s.gpu_id for v in specs.values() for s in v})
+    }
+    placed, stale, touched = [], [], set()
+    for p in placements:
+        job = index.jobs[p.job_id]
+        if current.get(p.job_id) != (JobStatus.PENDING, job.version, False):
+            stale.append((p.job_id, f"job {p.job_id} changed since the snapshot"))
+            continue
+        replicas_max = index.pools[job.pool_id].timeslice_replicas
+        if not all(_fits(ledgers[s.gpu_id], s, replicas_max) for s in specs[p.job_id]):
+            stale.append((p.job_id, f"job {p.job_id}: its GPUs filled since the snapshot"))
+            continue
+        for s in specs[p.job_id]:
+            _take(ledgers[s.gpu_id], s, replicas_max)
+            touched.add(s.gpu_id)
+        placed.append(p)
+    if not placed:
+        return placed, stale
+
+    # Absolute values are safe: the rows are locked. executemany beats bulk_update's CASE by far.
+    ledger_table = connection.ops.quote_name(GpuLedger._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {ledger_table} SET compute_pct = %s, memory_mib = %s, mig_slices = %s, replicas = %s, "
+            f"replicas_max = %s WHERE gpu_id = %s",
+            [
+                (lg.compute_pct, lg.memory_mib, lg.mig_slices, lg.replicas, lg.replicas_max, lg.gpu_id)
+                for lg in (ledgers[g] for g in sorted(touched))
+            ],
+        )
+    allocations = [
+        Allocation(job_id=p.job_id, gpu_id=s.gpu_id, kind=s.kind, compute_pct=s.compute_pct, memory_mib=s.memory_mib,
+                   mig_profile=s.mig_profile, mig_start=s.mig_start, mig_slices=s.mig_slices, replica=s.replica)
+        for p in placed
+        for s in specs[p.job_id]
+    ]  # fmt: skip
+    Allocation.objects.bulk_create(allocations, batch_size=2000)
+    MigSliceClaim.objects.bulk_create(
+        [
+            MigSliceClaim(gpu_id=a.gpu_id, slice=slot, allocation=a)
+            for a in allocations
+            if a.kind == ShareKind.MIG
+            for slot in range(a.mig_start, a.mig_start + a.mig_slices)
+        ],
+        batch_size=2000,
+    )
+    reasons = {p.job_id: f"placed on {', '.join(p.nodes)}: {p.explanation}"[:500] for p in placed}
+    table = connection.ops.quote_name(Job._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {table} SET status = %s, status_reason = %s, started_at = %s, borrowed = %s, "
+            f"pending_reason = '', queue_position = NULL, version = version + 1 WHERE id = %s",
+            [(JobStatus.RUNNING, reasons[p.job_id], now, p.borrowed, p.job_id) for p in placed],
+        )
+    JobEvent.objects.bulk_create(
+        [JobEvent(job_id=p.job_id, from_status=JobStatus.PENDING, to_status=JobStatus.RUNNING,
+                  reason=reasons[p.job_id], actor=SCHEDULER, round_id=round_id) for p in placed],
+        batch_size=2000,
+    )  # fmt: skip
+    for p in placed:
+        job = index.jobs[p.job_id]
+        job.status, job.version = JobStatus.RUNNING, job.version + 1
+    events.jobs_changed_on_commit(index.cluster_id, [(p.job_id, JobStatus.RUNNING) for p in placed])
+    return placed, stale
+
+
 def _record_queue(decisions, jobs: dict[int, Job]) -> None:
     """Queue positions and pending reasons, written only where they changed."""
     placed = {p.job_id for p in decisions.placements}
@@ -471,4 +592,44 @@ def _record_queue(decisions, jobs: dict[int, Job]) -> None:
         if job.pending_reason != reason or job.queue_position != pos:
             job.pending_reason, job.queue_position = reason, pos
             changed.append(job)
-    Job.objects.bulk_update(changed, ["pending_reason", "queue_position"], batch_size=2000)
+    if not changed:
+        return
+    # executemany (pipelined on psycopg 3) is far faster than bulk_update's CASE for tens of thousands of rows.
+    table = connection.ops.quote_name(Job._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"UPDATE {table} SET pending_reason = %s, queue_position = %s WHERE id = %s",
+            [(j.pending_reason, j.queue_position, j.pk) for j in changed],
+        )
+
+
+@transaction.atomic
+def submit_jobs_bulk(
+    tenant: Tenant, pool: Pool, priority_class: PriorityClass, requests: list[dict], *, request_round: bool = True
+) -> int:
+    """Queue many validated requests at once (batch submission, benchmarks): one INSERT per table."""
+    jobs = Job.objects.bulk_create(
+        [Job(tenant=tenant, pool=pool, priority_class=priority_class, **r) for r in requests], batch_size=2000
+    )
+    # A job's place in line is its id; one UPDATE sets it for the whole batch.
+    if jobs:
+        Job.objects.filter(pk__gte=jobs[0].pk, pk__lte=jobs[-1].pk, queue_seq=0).update(queue_seq=F("pk"))
+    JobEvent.objects.bulk_create(
+        [JobEvent(job=j, from_status="", to_status=JobStatus.PENDING, reason="submitted", actor=str(tenant))
+         for j in jobs],
+        batch_size=2000,
+    )  # fmt: skip
+    if request_round:
+        request_round_on_commit(pool.cluster_id, f"{len(jobs)} jobs submitted")
+    return len(jobs)
+
+
+@transaction.atomic
+def delete_cluster(cluster: Cluster) -> None:
+    """Remove a cluster with its scheduling history (jobs, allocations, pools), then its inventory."""
+    from fabric.actions import delete_cluster as delete_inventory
+
+    MigSliceClaim.objects.filter(gpu__node__cluster=cluster).delete()
+    Job.objects.filter(pool__cluster=cluster).delete()
+    Pool.objects.filter(cluster=cluster).delete()
+    delete_inventory(cluster)

@@ -10,14 +10,16 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from django.db.models import Q
+from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
 from fabric.adapters import fabric_for_cluster
-from fabric.choices import GpuHealth, NodeRole
+from fabric.choices import GpuHealth, LinkState, NodeRole
 from fabric.choices import NodeState as NodeStatus
-from fabric.models import GPU, Node, NodeTopology
+from fabric.models import GPU, Cluster, ImportRecord, Link, Node, NodeTopology, Switch
+from fabric.topology.types import Fabric
 from scheduler.choices import ACTIVE_STATUSES, JobStatus
+from scheduler.core.topology import Topology, build_topology
 from scheduler.core.types import (
     GpuState,
     JobRequest,
@@ -147,10 +149,37 @@ def _tenants(jobs: list[Job], now_ts: float) -> list[TenantState]:
     ]
 
 
+_FABRIC_CACHE: dict[int, tuple[tuple, Fabric, Topology]] = {}
+
+
+def _fabric_version(cluster_id: int) -> tuple:
+    """Changes whenever the graph the engine indexes can have changed: an import, a link or switch edit."""
+    links = Link.objects.filter(cluster_id=cluster_id).aggregate(
+        n=Count("pk"), down=Count("pk", filter=Q(state=LinkState.DOWN)), cap=Sum("capacity_gbps")
+    )
+    last_import = ImportRecord.objects.filter(cluster_id=cluster_id).aggregate(m=Max("pk"))["m"]
+    roles = tuple(Switch.objects.filter(cluster_id=cluster_id, role_source="set").values_list("pk", "role"))
+    hosts = Node.objects.filter(cluster_id=cluster_id).aggregate(n=Count("pk"), m=Max("pk"))
+    created = Cluster.objects.filter(pk=cluster_id).values_list("created", flat=True).first()
+    return (created, last_import, links["n"], links["down"], links["cap"], roles, hosts["n"], hosts["m"])
+
+
+def fabric_and_topology(cluster_id: int) -> tuple[Fabric, Topology]:
+    """The fabric graph and the engine's index of it, rebuilt only when the fabric changed (tens of ms saved
+    per round at 10,000 GPUs, and the whole graph load)."""
+    version = _fabric_version(cluster_id)
+    cached = _FABRIC_CACHE.get(cluster_id)
+    if cached is None or cached[0] != version:
+        fabric = fabric_for_cluster(cluster_id)
+        cached = (version, fabric, build_topology(fabric))
+        _FABRIC_CACHE[cluster_id] = cached
+    return cached[1], cached[2]
+
+
 def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
     now_ts = time.time()
     index = SnapshotIndex(cluster_id=cluster_id)
-    fabric = fabric_for_cluster(cluster_id)
+    fabric, topology = fabric_and_topology(cluster_id)
 
     node_rows = list(Node.objects.filter(cluster_id=cluster_id).values("pk", "hostname", "role", "state"))
     hostname_of = {n["pk"]: n["hostname"] for n in node_rows}
@@ -246,6 +275,7 @@ def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
                     started_at=job.started_at.timestamp() if job.started_at else now_ts,
                     last_migrated_at=job.last_migrated_at.timestamp() if job.last_migrated_at else None,
                     borrowed=job.borrowed,
+                    stopping=job.status == JobStatus.MIGRATING,
                 )
             )
     snapshot = Snapshot(
@@ -257,5 +287,6 @@ def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
         pending=pending,
         running=running,
         priority_classes=dict(PriorityClass.objects.values_list("name", "value")),
+        topology=topology,
     )
     return snapshot, index

@@ -11,3 +11,9 @@ def job_changed_on_commit(job) -> None:
         {"kind": "job", "id": job.pk, "tenant_id": job.tenant_id, "status": job.status, "held": job.held},
         topic="queue",
     )
+
+
+def jobs_changed_on_commit(cluster_id: int, changes: list[tuple[int, str]]) -> None:
+    """One message for many jobs (a round's placements), never one per job."""
+    if changes:
+        send_on_commit(cluster_id, {"kind": "jobs", "changes": [list(c) for c in changes]}, topic="queue")

@@ -25,32 +25,51 @@ def pool_gpus(pool: Pool) -> QuerySet[GPU]:
 
 
 def pool_capacity(pool: Pool) -> dict:
-    """Capacity and free GPUs by model, and free blocks by shape (GPUs free together on one node)."""
-    rows = pool_gpus(pool).values("pk", "node_id", "model", "memory_mib", "health", "node__state")
-    busy = set(Allocation.objects.filter(active=True, gpu__in=pool_gpus(pool)).values_list("gpu_id", flat=True))
-    models: dict[str, dict] = defaultdict(lambda: {"total": 0, "usable": 0, "free": 0, "memory_mib": 0})
-    free_per_node: Counter[int] = Counter()
-    per_node_total: Counter[int] = Counter()
-    for r in rows:
-        m = models[r["model"]]
+    return pool_capacities([pool])[pool.pk]
+
+
+def pool_capacities(pools: list[Pool]) -> dict[int, dict]:
+    """Capacity and free GPUs by model, and free blocks by shape (GPUs free together on one node), per pool.
+
+    Three queries whatever the number of pools: GPUs of their clusters, pool membership, busy GPUs.
+    """
+    clusters = {p.cluster_id for p in pools}
+    member_of = dict(PoolNode.objects.filter(pool__cluster_id__in=clusters).values_list("node_id", "pool_id"))
+    default_of = {p.cluster_id: p.pk for p in Pool.objects.filter(cluster_id__in=clusters, is_default=True)}
+    busy = set(
+        Allocation.objects.filter(active=True, gpu__node__cluster_id__in=clusters).values_list("gpu_id", flat=True)
+    )
+    per_pool: dict[int, dict] = {
+        p.pk: {"models": defaultdict(lambda: {"total": 0, "usable": 0, "free": 0, "memory_mib": 0}),
+               "free": Counter(), "total": Counter()}
+        for p in pools
+    }  # fmt: skip
+    rows = GPU.objects.filter(node__cluster_id__in=clusters, node__role="compute").values_list(
+        "pk", "node_id", "node__cluster_id", "model", "memory_mib", "health", "node__state"
+    )
+    for gpu_id, node_id, cluster_id, model, memory, health, node_state in rows:
+        acc = per_pool.get(member_of.get(node_id, default_of.get(cluster_id)))
+        if acc is None:
+            continue
+        m = acc["models"][model]
         m["total"] += 1
-        m["memory_mib"] = max(m["memory_mib"], r["memory_mib"])
-        per_node_total[r["node_id"]] += 1
-        usable = r["health"] == GpuHealth.HEALTHY and r["node__state"] == NodeState.UP
-        if usable:
+        m["memory_mib"] = max(m["memory_mib"], memory)
+        acc["total"][node_id] += 1
+        if health == GpuHealth.HEALTHY and node_state == NodeState.UP:
             m["usable"] += 1
-            if r["pk"] not in busy:
+            if gpu_id not in busy:
                 m["free"] += 1
-                free_per_node[r["node_id"]] += 1
-    shapes = {}
-    for k in (1, 2, 4, 8):
-        shapes[str(k)] = sum(free // k for free in free_per_node.values())
-    return {
-        "models": dict(models),
-        "gpus_per_node_max": max(per_node_total.values(), default=0),
-        "free_blocks": shapes,
-        "nodes_fully_free": sum(1 for n, f in free_per_node.items() if f == per_node_total[n]),
-    }
+                acc["free"][node_id] += 1
+    result = {}
+    for pool_id, acc in per_pool.items():
+        free, total = acc["free"], acc["total"]
+        result[pool_id] = {
+            "models": {k: dict(v) for k, v in acc["models"].items()},
+            "gpus_per_node_max": max(total.values(), default=0),
+            "free_blocks": {str(k): sum(f // k for f in free.values()) for k in (1, 2, 4, 8)},
+            "nodes_fully_free": sum(1 for n, f in free.items() if f == total[n]),
+        }
+    return result
 
 
 def tenant_usage(tenant_id: int) -> dict[int, int]:

@@ -1,10 +1,11 @@
 """Inventory API: tiny viewsets, explicit fields, one filterset each; writes go through fabric.actions."""
 
-from django.db.models import Count, IntegerField, OuterRef, Subquery
+from django.db.models import Count, IntegerField, OuterRef, ProtectedError, Subquery
 from django.db.models.functions import Coalesce
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import APIException
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -25,6 +26,12 @@ from fabric.choices import ALL_CHOICES, NodeState
 from fabric.importing import ALL_FORMATS, ParseError, import_text
 from fabric.models import GPU, HCA, Cluster, Link, Node, Switch
 from fabric.topology import analyse
+
+
+class Conflict(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_code = "conflict"
+
 
 MAX_IMPORT_BYTES = 64 * 1024 * 1024  # a 20,000-node ibnetdiscover output is about 15 MB
 
@@ -53,7 +60,10 @@ class ClusterViewSet(ActionsWriteMixin, viewsets.ModelViewSet):
             raise serializers.ValidationError({"name": str(exc)}) from exc
 
     def perform_destroy(self, instance):
-        actions.delete_cluster(instance)
+        try:
+            actions.delete_cluster(instance)
+        except ProtectedError as exc:
+            raise Conflict(f"cluster {instance.name} still has jobs; cancel and remove them first") from exc
 
     @extend_schema(responses={200: dict})
     @action(detail=True, methods=["get"])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from fabric.models import Node
 from scheduler.choices import SharingMode, Workload
 from scheduler.models import Allocation, Job, JobEvent, Pool, PriorityClass, Quota
 
@@ -28,9 +27,12 @@ class JobSerializer(serializers.ModelSerializer):
     priority_class = serializers.SlugRelatedField(
         slug_field="name", queryset=PriorityClass.objects.all(), required=False
     )
-    dataset_node = serializers.SlugRelatedField(
-        slug_field="hostname", queryset=Node.objects.filter(role="storage"), required=False, allow_null=True
+    # A hostname, resolved in the job's own cluster (hostnames are unique per cluster only).
+    dataset_node = serializers.CharField(source="dataset_node.hostname", required=False, allow_null=True)
+    preemptible = serializers.BooleanField(
+        required=False, allow_null=True, default=None, help_text="Default: the priority class's setting."
     )
+    env = serializers.DictField(child=serializers.CharField(allow_blank=True, max_length=4096), required=False)
     gpus = serializers.IntegerField(min_value=1, max_value=100_000)
     nodes = serializers.IntegerField(min_value=1, required=False, allow_null=True)
     gpus_per_node = serializers.IntegerField(min_value=1, required=False, allow_null=True)
@@ -121,9 +123,7 @@ class PoolSerializer(serializers.ModelSerializer):
         fields = ["id", "cluster", "name", "sharing", "timeslice_replicas", "is_default", "capacity", "queue"]
 
     def get_capacity(self, pool: Pool) -> dict:
-        from scheduler.selectors import pool_capacity
-
-        return pool_capacity(pool)
+        return self.context["capacity"][pool.pk]
 
     def get_queue(self, pool: Pool) -> dict:
         counts = self.context.get("queue", {}).get(pool.pk, {})

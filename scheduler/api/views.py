@@ -9,6 +9,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
+from fabric.models import Node
 from scheduler import actions
 from scheduler.api.access import IsOperator, IsOperatorOrTenant, tenant_of
 from scheduler.api.filtersets import JobFilterSet
@@ -21,7 +22,7 @@ from scheduler.api.serializers import (
 )
 from scheduler.choices import SharingMode, Workload
 from scheduler.models import Allocation, Job, Pool, PriorityClass, Quota
-from scheduler.selectors import queue_counts
+from scheduler.selectors import pool_capacities, queue_counts
 from scheduler.validation import check_request
 
 
@@ -50,18 +51,33 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             raise PermissionDenied("operators submit jobs from a tenant account")
         data = dict(serializer.validated_data)
         pool = data.pop("pool", None) or self._default_pool(tenant)
+        if not Quota.objects.filter(tenant=tenant, pool=pool).exists():
+            # Same words as for a pool that does not exist: a tenant learns nothing of pools it cannot use.
+            raise serializers.ValidationError({"pool": [f'Invalid pk "{pool.pk}" - object does not exist.']})
         priority = data.pop("priority_class", None) or PriorityClass.objects.get(name="normal")
         fraction = data.pop("fraction", None)
         data["mps_compute_pct"] = round(fraction * 100) if fraction is not None else None
         data.setdefault("sharing", pool.sharing)
         data.setdefault("workload", Workload.TRAINING)
-        data.setdefault("preemptible", priority.preemptible_default)
+        if data.get("preemptible") is None:
+            data["preemptible"] = priority.preemptible_default
+        data["dataset_node"] = self._dataset_node(pool, (data.pop("dataset_node", None) or {}).get("hostname"))
         if data["sharing"] != SharingMode.EXCLUSIVE and data.get("nodes"):
             raise serializers.ValidationError({"nodes": "gangs run on whole GPUs (exclusive sharing)"})
         errors = check_request(tenant, pool, priority, data)
         if errors:
             raise serializers.ValidationError(errors)
-        serializer.instance = actions.submit_job(tenant, pool, priority, **data)
+        serializer.instance = actions.submit_job(tenant, pool, priority, actor=str(user), **data)
+
+    def _dataset_node(self, pool: Pool, hostname: str | None):
+        if not hostname:
+            return None
+        node = Node.objects.filter(cluster_id=pool.cluster_id, hostname=hostname).first()
+        if node is None or node.role != "storage":
+            raise serializers.ValidationError(
+                {"dataset_node": f"{hostname} is not a storage node of cluster {pool.cluster.name}"}
+            )
+        return node
 
     def _default_pool(self, tenant) -> Pool:
         pools = list(Pool.objects.filter(quotas__tenant=tenant).distinct()[:2])
@@ -144,5 +160,7 @@ class PoolViewSet(viewsets.ReadOnlyModelViewSet):
 
     def get_serializer_context(self) -> dict:
         context = super().get_serializer_context()
-        context["queue"] = queue_counts(list(self.get_queryset().values_list("pk", flat=True)))
+        pools = list(self.get_queryset())
+        context["queue"] = queue_counts([p.pk for p in pools])
+        context["capacity"] = pool_capacities(pools)
         return context

@@ -180,10 +180,26 @@ def free_placements(
     return out
 
 
+_BEST_START_CACHE: dict[tuple[int, int, str], int | None] = {}
+
+
 def best_start(profiles: dict[str, MigProfile], occupied: int, profile: str) -> int | None:
     """The free start for `profile` that keeps the most room: after placing, the largest profile that
     still fits should be as large as possible, then as many (profile, start) options as possible remain;
-    ties go to the lowest start. None when no start is free."""
+    ties go to the lowest start. None when no start is free. Memoised (at most 256 layouts a GPU)."""
+    key = (id(profiles), occupied, profile)
+    if key in _BEST_START_CACHE and profiles is _CACHED_PROFILES.get(id(profiles)):
+        return _BEST_START_CACHE[key]
+    _CACHED_PROFILES[id(profiles)] = profiles
+    result = _best_start(profiles, occupied, profile)
+    _BEST_START_CACHE[key] = result
+    return result
+
+
+_CACHED_PROFILES: dict[int, dict[str, MigProfile]] = {}
+
+
+def _best_start(profiles: dict[str, MigProfile], occupied: int, profile: str) -> int | None:
     p = profiles[profile]
     best: tuple[int, int, int] | None = None
     best_s: int | None = None

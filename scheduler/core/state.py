@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.core import mig as miglib
-from scheduler.core.costmodel import link_available, oversubscription
+from scheduler.core.costmodel import oversubscription
 from scheduler.core.topology import (
     LEVEL_FABRIC,
     LEVEL_LEAF_GROUP,
@@ -105,6 +105,7 @@ class NodeSlot:
         "name",
         "net_gbs",
         "nominal_gbs",
+        "off_fabric",
         "part",
         "pod",
         "pool",
@@ -150,6 +151,7 @@ class NodeSlot:
         self.hot = False
         self.err = False
         self.reachable = False
+        self.off_fabric = False
 
     def island_count(self, mask: int) -> int:
         return sum(1 for im in self.islands if im & mask)
@@ -166,13 +168,14 @@ class Partition:
 
     __slots__ = (
         "G",
+        "buckets",
         "cap_total",
         "free_total",
         "gbuckets",
         "gcap",
         "gfree",
-        "buckets",
         "key",
+        "max_island",
         "memory_mib",
         "mig_b",
         "model",
@@ -187,7 +190,6 @@ class Partition:
         "sharing",
         "strength",
         "ts_b",
-        "max_island",
     )
 
     def __init__(self, key: tuple, pool: PoolState, model: str, memory_mib: int, strength: float) -> None:
@@ -215,9 +217,7 @@ class Partition:
         self.mig_b: dict[str, list[dict[GpuSlot, None]]] = (
             {p: [{} for _ in range(9)] for p in self.profiles} if pool.sharing == "mig" else {}
         )
-        self.ts_b: list[dict[GpuSlot, None]] = (
-            [{} for _ in range(self.replicas)] if pool.sharing == "timeslice" else []
-        )
+        self.ts_b: list[dict[GpuSlot, None]] = [{} for _ in range(self.replicas)] if pool.sharing == "timeslice" else []
 
     def nodes_with_at_least(self, group: int, k: int) -> int:
         lst = self.gbuckets.get(group)
@@ -279,8 +279,10 @@ class ClusterState:
                 node.reachable = True
             else:
                 node.group = -1 - i  # a group of its own, joined to others only at the fabric level
-                in_fabric = node.name in topo.graph.host_index
-                node.reachable = not in_fabric and ns.hca_gbps > 0
+                # In the fabric with no live link: cut off. Absent from it: location unknown, assumed
+                # reachable at its HCA rate and joined to others only at the fabric level.
+                node.off_fabric = node.name in topo.graph.host_index
+                node.reachable = not node.off_fabric
                 if node.reachable:
                     self._node_net.setdefault(node.name, ns.hca_gbps / 8.0)
                     self._node_nominal.setdefault(node.name, ns.hca_gbps / 8.0)
@@ -338,8 +340,18 @@ class ClusterState:
             self.job_gpus[jid] = held
             if rj.stopping:
                 self.stopping.add(jid)
-        for g in self.gpus.values():
-            self._refresh(g)
+        for node in self.nodes.values():
+            part = node.part
+            if part is not None and part.sharing != "exclusive":
+                for g in node.gpus:
+                    self._refresh(g)
+            elif node.eligible:
+                mask = 0
+                for g in node.gpus:
+                    if g.healthy and not (g.excl or g.mps_pct or g.mps_mem or g.mig_mask or g.ts_used):
+                        mask |= g.bit
+                if mask:
+                    self._set_node_free(node, mask)
 
     def _live_network(self, snap: Snapshot) -> None:
         """Per node / group / pod bandwidth left after live utilisation and errors (delta from nominal)."""
@@ -355,18 +367,23 @@ class ClusterState:
         pod_hot: set[int] = set()
         role = topo.link_role
         util, errs = snap.link_utilisation, snap.link_errors
-        keys = util.keys() | {k for k, v in errs.items() if v} if errs else util.keys()
-        for key in keys:
-            info = role.get(key)
+        floor = params.min_available
+        err_factor = params.error_factor
+        get_role = role.get
+        for key, u in util.items():
+            if u <= 0:
+                continue
+            info = get_role(key)
             if info is None:
                 continue
-            u = util.get(key, 0.0)
             e = bool(errs.get(key)) if errs else False
-            if u <= 0 and not e:
-                continue
+            a = 1.0 - u
+            if a < floor:
+                a = floor
+            if e:
+                a *= err_factor
             r, owner, cap = info
-            lost = cap * (1.0 - link_available(u, e, params))
-            flagged = u >= hot_u or e
+            lost = cap * (1.0 - a)
             if r == ROLE_HOST:
                 node_loss[owner] = node_loss.get(owner, 0.0) + lost  # type: ignore[index]
                 if u >= hot_u:
@@ -375,12 +392,29 @@ class ClusterState:
                     self._node_err.add(owner)  # type: ignore[arg-type]
             elif r == ROLE_GROUP_UPLINK:
                 group_loss[owner] = group_loss.get(owner, 0.0) + lost  # type: ignore[index]
-                if flagged:
+                if u >= hot_u or e:
                     group_hot.add(owner)  # type: ignore[arg-type]
             elif r == ROLE_POD_UPLINK:
                 pod_loss[owner] = pod_loss.get(owner, 0.0) + lost  # type: ignore[index]
-                if flagged:
+                if u >= hot_u or e:
                     pod_hot.add(owner)  # type: ignore[arg-type]
+        for key, e in (errs or {}).items():
+            if not e or util.get(key, 0.0) > 0:
+                continue  # counted above
+            info = get_role(key)
+            if info is None:
+                continue
+            r, owner, cap = info
+            lost = cap * (1.0 - err_factor)
+            if r == ROLE_HOST:
+                node_loss[owner] = node_loss.get(owner, 0.0) + lost  # type: ignore[index]
+                self._node_err.add(owner)  # type: ignore[arg-type]
+            elif r == ROLE_GROUP_UPLINK:
+                group_loss[owner] = group_loss.get(owner, 0.0) + lost  # type: ignore[index]
+                group_hot.add(owner)  # type: ignore[arg-type]
+            elif r == ROLE_POD_UPLINK:
+                pod_loss[owner] = pod_loss.get(owner, 0.0) + lost  # type: ignore[index]
+                pod_hot.add(owner)  # type: ignore[arg-type]
         self._node_net = {h: c - node_loss.get(h, 0.0) / 8.0 for h, c in self._node_nominal.items()}
         for g in topo.groups:
             self.group_oeff[g.id] = oversubscription(g.host_gbps, g.uplink_gbps - group_loss.get(g.id, 0.0))
@@ -517,6 +551,29 @@ class ClusterState:
         if self.journal_log is not None:
             self.journal_log.append((False, g, sh))
         self._refresh(g)
+
+    def share_fits(self, g: GpuSlot, sh: Share) -> bool:
+        """True when exactly this share could be held on g now (health, mode, room, MIG slices)."""
+        if not g.healthy or not g.node.eligible or g.excl:
+            return False
+        kind = sh.kind
+        if kind == "whole":
+            return g.is_empty()
+        if kind == "mps":
+            return (
+                not (g.mig_mask or g.ts_used)
+                and g.mps_pct + sh.compute_pct <= 100
+                and g.mps_mem + sh.memory_mib <= g.memory_mib
+            )
+        if kind == "mig":
+            prof = g.profiles.get(sh.mig_profile or "")
+            return (
+                prof is not None
+                and not (g.mps_pct or g.mps_mem or g.ts_used)
+                and not prof.mask(sh.mig_start or 0) & g.mig_mask
+            )
+        part = g.node.part
+        return not (g.mps_pct or g.mps_mem or g.mig_mask) and g.ts_used < (part.replicas if part else 1)
 
     def release_job(self, job_id: int) -> None:
         for g, sh in self.job_gpus.get(job_id, ()):

@@ -8,6 +8,10 @@ say what is allocated on a GPU now; `RunningJob.shares` say which job holds whic
 fills both from the same allocation rows. A GPU whose held fields say "busy" with no running job
 on it stays busy (e.g. an allocation the engine does not know the owner of).
 
+A running job that was told to stop (preempted, or migrating) must be passed with `stopping=True` until
+it is gone: it is then neither a victim nor a mover again, and a job that would fit once it stops waits
+for it instead of preempting more.
+
 Applying Decisions (the order matters):
 1. `requeues` and `failures`: release the allocations of those running jobs; requeued jobs go back
    to pending keeping their `queue_seq`, failed ones are marked failed.
@@ -171,7 +175,15 @@ class CostParams:
     error_factor: float = 0.25  # bandwidth kept on a link that is logging errors (retransmits, retraining)
     min_available: float = 0.05  # floor of (1 - utilisation) so a saturated link is slow, not infinitely so
     latency_s: tuple[float, float, float, float, float] = (2e-6, 3e-6, 5e-6, 6e-6, 7e-6)  # per ring step, by level
-    default_allreduce_bytes: float = 1 << 30  # 1 GiB of gradients per step
+    # Bytes all-reduced per step by workload: gradients of a ~0.5B-parameter bf16 model for training,
+    # tensor-parallel activations for inference.
+    default_allreduce_bytes: dict[str, float] = field(
+        default_factory=lambda: {
+            "training": float(1 << 30),
+            "inference": float(64 << 20),
+            "data-intensive": float(1 << 30),
+        }
+    )
     default_step_compute_s: dict[str, float] = field(
         default_factory=lambda: {"training": 0.1, "inference": 0.05, "data-intensive": 0.1}
     )

@@ -1,48 +1,18 @@
-"""A generated cluster with three pools (exclusive default, MPS, MIG), two tenants with members and
-token clients, an operator, and a user who belongs to no tenant. Everything is built through
-scheduler.actions, as the API and admin would build it."""
+"""A generated cluster with three pools (exclusive default, MPS, MIG), two tenants with a member and a
+token client each, an operator, and a signed-in user who belongs to no tenant. Built through
+scheduler.actions, as the admin and the API build it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from fabric.models import Cluster, Node
+from fabric.models import Node
 from scheduler import actions
 from scheduler.choices import SharingMode
 from scheduler.models import Job, Pool, PriorityClass, Tenant
 from tests.factories import fat_tree
-
-JOBS = "/api/v1/jobs/"
-QUOTAS = "/api/v1/quotas/"
-POOLS = "/api/v1/pools/"
-
-
-def token_client(user) -> APIClient:
-    client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
-    return client
-
-
-@dataclass
-class Site:
-    """The whole setup, by name, so tests read as sentences."""
-
-    cluster: Cluster
-    default: Pool  # exclusive: 2 compute nodes x 8 H100 (+ the storage node, which has no GPUs)
-    mps: Pool  # 1 node x 8 H100
-    mig: Pool  # 1 node x 8 H100
-    tenant_a: Tenant
-    tenant_b: Tenant
-    storage: Node
-    compute: list[Node]
-
-    @property
-    def pools(self) -> dict[str, Pool]:
-        return {"default": self.default, "mps": self.mps, "mig": self.mig}
+from tests.scheduler_api.helpers import Site, token_client
 
 
 @pytest.fixture
@@ -57,7 +27,7 @@ def site(db) -> Site:
     actions.assign_nodes(mig, [compute[3]])
     tenant_a = actions.create_tenant("tenant-a", description="team A")
     tenant_b = actions.create_tenant("tenant-b", description="team B")
-    # A holds quotas in all three pools, B only in default and MPS (so the MIG pool is not B's to see).
+    # A holds quotas in all three pools, B in the default and MPS pools only (the MIG pool is not B's to see).
     actions.set_quota(tenant_a, default, guaranteed_gpus=8, borrow_limit=4)
     actions.set_quota(tenant_a, mps, guaranteed_gpus=2, borrow_limit=2)
     actions.set_quota(tenant_a, mig, guaranteed_gpus=2, borrow_limit=0)
@@ -98,18 +68,12 @@ def outsider_api(site, django_user_model) -> APIClient:
 
 @pytest.fixture
 def ops_api(site, django_user_model) -> APIClient:
-    user = django_user_model.objects.create_user("ops", "ops@example.org", "pw-ops", is_staff=True)
-    return token_client(user)
-
-
-@pytest.fixture
-def clients(api_a, api_b) -> dict[str, APIClient]:
-    return {"A": api_a, "B": api_b}
+    return token_client(django_user_model.objects.create_user("ops", "ops@example.org", "pw-ops", is_staff=True))
 
 
 @pytest.fixture
 def submit():
-    """Queue a job directly through the action (setup, not under test)."""
+    """Queue a job directly through the action (setup, not what is under test)."""
 
     def make(tenant: Tenant, pool: Pool, name: str = "job", *, priority: str = "normal", **request) -> Job:
         request.setdefault("gpus", 1)

@@ -1,0 +1,141 @@
+"""Backfill (EASY): a reservation for the top blocked job of each pool, and the test that lets smaller
+jobs run ahead without delaying it. PURE.
+
+Reservation: running jobs in the blocked job's partitions end at `started_at + est_runtime_s` (or
+`Config.default_runtime_s` without an estimate; a stopping job at now + `preemption_grace_s`). They
+are released in that order on the state (journaled, then undone) and the job's placement is tried
+after each release that freed GPUs it could use, up to `Config.backfill_probes` tries (then once with
+everything released). The first success gives the shadow time T (the end of the last job released)
+and the GPU set P the job would take then. The GPUs of P that are free now are held for it.
+
+A later job may then start now if it fits without the held GPUs (it cannot delay the reserved job,
+which needs only P), or if its estimated run ends before T (it gives the GPUs back in time). Jobs
+without an estimate never use reserved GPUs. T is the earliest success among the probed release
+points, so it can be a little later than the true earliest start; it is never earlier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scheduler.core.placement import Candidate, JobCtx, Placer
+from scheduler.core.state import GpuSlot
+from scheduler.core.types import Share
+
+
+@dataclass(slots=True)
+class HeldReservation:
+    job_id: int
+    pool: int
+    start_at: float
+    holds: list[tuple[GpuSlot, Share]] = field(default_factory=list)  # what is held for it now
+    gpu_ids: tuple[int, ...] = ()
+    nodes: tuple[str, ...] = ()
+
+    def release(self, placer: Placer) -> None:
+        for g, sh in self.holds:
+            placer.state.release(g, sh)
+
+    def rehold(self, placer: Placer) -> None:
+        """Hold again what is still free (a short backfilled job may have taken part of it)."""
+        kept = []
+        for g, sh in self.holds:
+            if not placer.state.share_fits(g, sh):
+                continue
+            placer.state.hold(g, sh)
+            kept.append((g, sh))
+        self.holds = kept
+
+
+def job_end(placer: Placer, jid: int) -> float:
+    st = placer.state
+    rj = st.running[jid]
+    now = st.now
+    if jid in st.stopping:
+        return now + st.config.preemption_grace_s
+    est = rj.request.est_runtime_s
+    end = rj.started_at + (est if est is not None else st.config.default_runtime_s)
+    return max(end, now + 60.0)
+
+
+def plan_reservation(
+    placer: Placer,
+    ctx: JobCtx,
+    started: dict[int, tuple[float, list[tuple[GpuSlot, Share]]]] | None = None,
+) -> tuple[float, Candidate] | None:
+    """(start time, placement) of the blocked job once enough running jobs have ended, or None.
+    `started`: jobs placed earlier in this round, job id -> (expected end, shares); they end too."""
+    st = placer.state
+    part_ids = {id(p) for p in ctx.parts}
+    jobs: set[int] = set()
+    for part in ctx.parts:
+        for node in part.nodes:
+            if node.eligible:
+                jobs.update(st.jobs_on_node.get(node.name, ()))
+    ends: list[tuple[float, int, list[tuple[GpuSlot, Share]]]] = [
+        (job_end(placer, j), j, st.job_gpus.get(j, [])) for j in jobs if j in st.running
+    ]
+    for jid, (end, held) in (started or {}).items():
+        if any(g.node.part is not None and id(g.node.part) in part_ids for g, _ in held):
+            ends.append((end, jid, held))
+    if not ends:
+        return None
+    ends.sort(key=lambda t: (t[0], t[1]))
+    mark = st.journal()
+    try:
+        probes = 0
+        limit = st.config.backfill_probes
+        n = ctx.n
+        for i, (end, _, held) in enumerate(ends):
+            useful = any(g.node.part is not None and id(g.node.part) in part_ids for g, _ in held)
+            for g, sh in held:
+                st.release(g, sh)
+            if not useful:
+                continue
+            if ctx.sharing == "exclusive" and sum(p.free_total for p in ctx.parts) < n:
+                continue
+            last = i == len(ends) - 1
+            if probes >= limit and not last:
+                continue
+            probes += 1
+            cand = placer.find(ctx)
+            if cand is not None:
+                return end, cand
+            if probes >= limit:
+                # Release the rest and try once more: the reservation is then at the last end.
+                for _, _, held2 in ends[i + 1 :]:
+                    for g, sh in held2:
+                        st.release(g, sh)
+                cand = placer.find(ctx)
+                return (ends[-1][0], cand) if cand is not None else None
+        return None
+    finally:
+        st.rollback(mark)
+
+
+def hold_reservation(placer: Placer, job_id: int, start_at: float, cand: Candidate, pool: int) -> HeldReservation:
+    """Hold the GPUs of `cand` that are free now for the reserved job."""
+    res = HeldReservation(job_id, pool, start_at)
+    gpu_ids: list[int] = []
+    nodes: list[str] = []
+    if cand.shares is not None:
+        for g, sh in cand.shares:
+            gpu_ids.append(g.id)
+            if g.node.name not in nodes:
+                nodes.append(g.node.name)
+            if placer.state.share_fits(g, sh):
+                placer.state.hold(g, sh)
+                res.holds.append((g, sh))
+    else:
+        for node, mask in cand.picks:
+            nodes.append(node.name)
+            for g in node.gpus:
+                if g.bit & mask:
+                    gpu_ids.append(g.id)
+                    if node.free_mask & g.bit:
+                        sh = Share(g.id, "whole", 100, g.memory_mib)
+                        placer.state.hold(g, sh)
+                        res.holds.append((g, sh))
+    res.gpu_ids = tuple(gpu_ids)
+    res.nodes = tuple(nodes)
+    return res

@@ -1,0 +1,226 @@
+"""Migration: move running jobs whose placement went bad when the move pays for itself. PURE.
+
+Triggers, most urgent first (a job is only looked at when one holds):
+1. an erroring link on its path (its nodes' HCA links; its leaves' uplinks when it crosses a spine);
+2. a hot link on its path (utilisation >= Config.hot_link_utilisation). A job's own traffic is
+   discounted: on a node where it holds k of G GPUs, up to k/G of the HCA links' load is its own, so a
+   job that owns a whole node never flees its own traffic; the same holds for a leaf's uplinks, in
+   proportion to its GPUs in the leaf;
+3. an overloaded shared GPU (MPS / time-slice GPU with utilisation >= Config.overloaded_gpu_utilisation);
+4. a better domain freed up: the job spans islands, nodes or leaves while its partitions now have room
+   for it in fewer.
+Unhealthy GPUs and nodes that are down are failures (requeue), not migrations.
+
+For each candidate (at most `Config.migration_scan_limit` per round, jobs not moved or started within
+`Config.migration_hold_down_s`, not stopping) the current placement and the best new one (always
+disjoint from the current GPUs, which the job holds until it moves) are priced with the cost model:
+
+    remaining = (est_runtime_s or Config.default_runtime_s) - (now - started_at)     (at the current pace)
+    gain_s    = remaining * (1 - step_new / step_now)
+    cost_s    = checkpoint_cost_s + Config.restart_overhead_s
+    move when gain_s - cost_s >= Config.migration_min_net_gain_s
+
+The largest net gains move first, at most `Config.max_migrations_per_round`; each later move is
+re-planned on the state the earlier ones left.
+"""
+
+from __future__ import annotations
+
+from scheduler.core import reasons
+from scheduler.core.placement import Candidate, JobCtx, Placer
+from scheduler.core.state import ClusterState, GpuSlot, NodeSlot
+from scheduler.core.topology import LEVEL_NAMES, LEVEL_POD_GROUP
+from scheduler.core.types import Migration, RunningJob, Share
+
+_ERR, _HOT, _OVERLOAD, _BETTER = 0, 1, 2, 3
+
+
+def _job_layout(st: ClusterState, jid: int) -> tuple[dict[NodeSlot, int], list[tuple[GpuSlot, Share]]]:
+    masks: dict[NodeSlot, int] = {}
+    held = st.job_gpus.get(jid, [])
+    for g, _ in held:
+        masks[g.node] = masks.get(g.node, 0) | g.bit
+    return masks, held
+
+
+def _trigger(st: ClusterState, rj: RunningJob) -> tuple[int, str] | None:
+    jid = rj.request.id
+    masks, held = _job_layout(st, jid)
+    if not held:
+        return None
+    cfg = st.config
+    multi = len(masks) > 1
+    data = rj.request.dataset_node is not None and rj.request.workload == "data-intensive"
+    groups = {node.group for node in masks}
+    crosses = len(groups) > 1 and any(st.group_level(a, b) >= LEVEL_POD_GROUP for a in groups for b in groups)
+    if multi or data:
+        for node in sorted(masks, key=lambda x: x.name):
+            if node.err:
+                return _ERR, f"erroring link on {node.name}'s fabric path"
+        for node, mask in sorted(masks.items(), key=lambda t: t[0].name):
+            if node.hot and mask.bit_count() < node.G:
+                return _HOT, f"hot link on {node.name}'s fabric path"
+    if crosses or data:
+        for g in sorted(groups):
+            if g >= 0 and st.group_hot.get(g):
+                return _HOT, f"hot or erroring uplinks on {st.group_label(g)}"
+    if rj.request.sharing in ("mps", "timeslice"):
+        for g, _ in held:
+            if g.util >= cfg.overloaded_gpu_utilisation:
+                return _OVERLOAD, f"GPU {g.index} on {g.node.name} overloaded ({g.util:.0%})"
+    n = len(held)
+    if rj.request.sharing == "exclusive":
+        parts = {id(node.part): node.part for node in masks if node.part is not None}
+        free = sum(p.free_total for p in parts.values())
+        if free >= n:
+            node0 = next(iter(masks))
+            island = node0.part.max_island if node0.part else 1
+            if not multi and n <= island and node0.island_count(masks[node0]) > 1:
+                return _BETTER, f"a whole NVLink island freed up (it spans {node0.island_count(masks[node0])} islands)"
+            G = node0.part.G if node0.part else node0.G
+            if multi and n <= G:
+                return _BETTER, f"a single node freed up (it spans {len(masks)} nodes)"
+            if crosses:
+                return _BETTER, f"room freed up in one leaf (it spans {len(groups)} leaves)"
+    return None
+
+
+class _OwnTraffic:
+    """Temporarily credit a job's own share of the load back to its GPUs, nodes and leaves (module doc):
+    an exclusive GPU's utilisation is the job's own; on a shared GPU its own part is its MPS percentage
+    or its time slice."""
+
+    def __init__(self, st: ClusterState, masks: dict[NodeSlot, int], held: list[tuple[GpuSlot, Share]]) -> None:
+        self.st = st
+        self.saved_gpus = [(g, g.util) for g, _ in held]
+        for g, sh in held:
+            if sh.kind in ("whole", "mig"):
+                g.util = 0.0
+            elif sh.kind == "mps":
+                g.util = max(0.0, g.util - sh.compute_pct / 100.0)
+            elif sh.kind == "timeslice" and g.ts_used > 0:
+                g.util = g.util * (g.ts_used - 1) / g.ts_used
+        self.saved_nodes = [(node, node.net_gbs) for node in masks]
+        self.saved_groups: list[tuple[int, float]] = []
+        for node, mask in masks.items():
+            if node.G:
+                f = mask.bit_count() / node.G
+                node.net_gbs = min(node.nominal_gbs, node.net_gbs + f * node.nominal_gbs)
+        per_group: dict[int, int] = {}
+        for node, mask in masks.items():
+            per_group[node.group] = per_group.get(node.group, 0) + mask.bit_count()
+        for g, k in per_group.items():
+            if g < 0:
+                continue
+            oeff = st.group_oeff.get(g, 1.0)
+            info = st.topo.groups[g]
+            if oeff <= 1.0 or info.uplink_gbps <= 0 or info.host_gbps <= 0:
+                continue
+            cap = sum(p.gcap.get(g, 0) for p in {id(n.part): n.part for n in masks if n.part}.values()) or 1
+            f = min(1.0, k / cap)
+            avail = info.host_gbps / oeff
+            others = min(info.uplink_gbps, avail + f * info.uplink_gbps)
+            self.saved_groups.append((g, oeff))
+            st.group_oeff[g] = max(1.0, info.host_gbps / others) if others > 0 else oeff
+
+    def restore(self) -> None:
+        for g, u in self.saved_gpus:
+            g.util = u
+        for node, v in self.saved_nodes:
+            node.net_gbs = v
+        for g, v in self.saved_groups:
+            self.st.group_oeff[g] = v
+
+
+def current_candidate(placer: Placer, ctx: JobCtx, jid: int) -> Candidate | None:
+    """The job's present placement, priced like a new one (own traffic discounted)."""
+    st = placer.state
+    masks, held = _job_layout(st, jid)
+    if not held:
+        return None
+    own = _OwnTraffic(st, masks, held)
+    try:
+        if ctx.sharing != "exclusive":
+            part = held[0][0].node.part
+            if part is None:
+                return None
+            return placer._eval_shared(ctx, part, list(held))
+        picks = sorted(masks.items(), key=lambda t: t[0].name)
+        part = picks[0][0].part
+        if part is None:
+            return None
+        return placer._eval(ctx, part, picks)
+    finally:
+        own.restore()
+
+
+def plan_migrations(placer: Placer, exclude: set[int]) -> tuple[list[Migration], dict[str, int]]:
+    st = placer.state
+    cfg = st.config
+    now = st.now
+    counters = {"migration_triggers": 0, "migration_scanned": 0}
+    if cfg.max_migrations_per_round <= 0:
+        return [], counters
+    triggered: list[tuple[int, int, RunningJob, str]] = []
+    for jid, rj in st.running.items():
+        if jid in st.stopping or jid in exclude:
+            continue
+        last = rj.last_migrated_at if rj.last_migrated_at is not None else rj.started_at
+        if now - last < cfg.migration_hold_down_s:
+            continue
+        t = _trigger(st, rj)
+        if t is not None:
+            triggered.append((t[0], jid, rj, t[1]))
+    counters["migration_triggers"] = len(triggered)
+    triggered.sort(key=lambda t: (t[0], t[1]))
+    options: list[tuple[float, int, RunningJob, str]] = []
+    for _, jid, rj, why in triggered[: cfg.migration_scan_limit]:
+        counters["migration_scanned"] += 1
+        est = _estimate(placer, rj, why)
+        if est is not None:
+            options.append((est[0], jid, rj, why))
+    options.sort(key=lambda t: (-t[0], t[1]))
+    out: list[Migration] = []
+    for _, jid, rj, why in options:
+        if len(out) >= cfg.max_migrations_per_round:
+            break
+        est = _estimate(placer, rj, why)  # re-plan on the state earlier moves left
+        if est is None:
+            continue
+        _net, ctx, new, gain, cost, cur = est
+        placement = placer.commit(rj.request, ctx, new, borrowed=rj.borrowed)
+        old_level = LEVEL_NAMES[min(len(LEVEL_NAMES) - 1, cur.level)]
+        text = reasons.migration(why, cur.slowdown, new.slowdown, gain, cost)
+        if old_level != placement.level:
+            text += f" ({old_level} -> {placement.level})"
+        out.append(Migration(jid, placement, round(gain, 1), round(cost, 1), text))
+        st.stopping.add(jid)
+    return out, counters
+
+
+def _estimate(placer: Placer, rj: RunningJob, why: str):
+    st = placer.state
+    cfg = st.config
+    ctx, err = placer.context(rj.request)
+    if ctx is None or err:
+        return None
+    cur = current_candidate(placer, ctx, rj.request.id)
+    if cur is None:
+        return None
+    new = placer.find(ctx)
+    if new is None:
+        return None
+    total = rj.request.est_runtime_s if rj.request.est_runtime_s is not None else cfg.default_runtime_s
+    remaining = total - (st.now - rj.started_at)
+    if remaining <= 0:
+        return None
+    step_now = cur.comm + cur.comp + cur.io
+    step_new = new.comm + new.comp + new.io
+    if step_now <= 0 or step_new >= step_now:
+        return None
+    gain = remaining * (1.0 - step_new / step_now)
+    cost = rj.request.checkpoint_cost_s + cfg.restart_overhead_s
+    net = gain - cost
+    if net < cfg.migration_min_net_gain_s:
+        return None
+    return net, ctx, new, gain, cost, cur

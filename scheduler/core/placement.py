@@ -1,0 +1,927 @@
+"""Placement: find and score candidate GPU sets for one job on the ClusterState. PURE.
+
+    placer = Placer(state)
+    ctx, error = placer.context(job)          # validated, with the job's ideal step time
+    cand = placer.find(ctx)                   # best Candidate or None; nothing is changed
+    placement = placer.commit(job, ctx, cand) # hold its shares in the state, return a Placement
+    placer.fail_reason(ctx)                   # why nothing fitted, in plain words
+
+Search (never a scan of all nodes per job):
+* Only the job's partitions (pool x GPU model x memory) with enough free GPUs are looked at.
+* Single node (gang of one node, or any job that fits one node): nodes come from the free-count buckets
+  in best-fit order (a node with exactly the GPUs needed first); inside a node the job takes the
+  NVLink island that fits it most tightly, the least loaded GPUs first; only if no island fits (and
+  the job does not require one) does it span islands. The first candidate that matches the ideal
+  step time wins; otherwise up to `Config.max_candidates` are scored.
+* Several nodes: domains from small to large. Leaf groups that can hold the gang (per-group bucket
+  counts, no node scan) in best-fit order, or nearest the dataset first for data-intensive jobs; up
+  to `Config.domain_candidates` of them are scored. Only when no leaf can hold it (or the best leaf
+  placement sits on hot or erroring links) are pods, then the whole fabric, tried. Nodes with hot or
+  erroring HCA links are taken last. A job with a free shape gets a balanced split (8+8 rather than
+  8+7+1: the ring's bandwidth grows with the GPUs per node) and a packed one, both scored.
+* Shared GPUs: MPS GPUs from the bucket with the least compute left that still fits (packing keeps
+  whole GPUs free), MIG GPUs from the fullest that has a free slot for the profile (start slice chosen
+  to keep the largest profile placeable), time-sliced GPUs from the least used (spreading).
+Scores come from `costmodel` (see its docstring and docs/scheduler.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from scheduler.core import reasons
+from scheduler.core.costmodel import (
+    compute_s,
+    fragmentation,
+    intra_node_gbs,
+    io_s,
+    network_gbs,
+    ring_allreduce_s,
+    ring_latency_s,
+)
+from scheduler.core.mig import best_start, validate_profile
+from scheduler.core.state import ClusterState, GpuSlot, NodeSlot, Partition
+from scheduler.core.topology import (
+    LEVEL_FABRIC,
+    LEVEL_ISLAND,
+    LEVEL_LEAF_GROUP,
+    LEVEL_NAMES,
+    LEVEL_NODE,
+    LEVEL_POD_GROUP,
+)
+from scheduler.core.types import JobRequest, Placement, Share
+
+INF = float("inf")
+_EPS = 1e-9
+_GOOD_ENOUGH = 1.005  # a single-node candidate within 0.5 % of the ideal step ends the search
+
+
+class JobCtx:
+    """A job's demand, validated and priced once (shared by every job of the same shape)."""
+
+    __slots__ = (
+        "C",
+        "D",
+        "N",
+        "S",
+        "ds_group",
+        "ds_name",
+        "ds_net",
+        "flex",
+        "ideal",
+        "interference",
+        "k",
+        "max_G",
+        "mig_profile",
+        "mps_mem",
+        "mps_pct",
+        "n",
+        "parts",
+        "pool_name",
+        "require",
+        "sharing",
+        "single",
+    )
+
+    def __init__(self) -> None:
+        self.ds_name: str | None = None
+        self.ds_group: int | None = None
+        self.ds_net = 0.0
+
+
+@dataclass(slots=True)
+class Candidate:
+    score: float
+    slowdown: float
+    part: Partition
+    picks: list[tuple[NodeSlot, int]]  # exclusive: (node, GPU mask)
+    shares: list[tuple[GpuSlot, Share]] | None  # shared modes
+    level: int
+    comm: float
+    comp: float
+    io: float
+    bw: float
+    frag: float
+    flagged: bool  # sits on a hot or erroring link
+
+
+class Placer:
+    def __init__(self, state: ClusterState) -> None:
+        self.state = state
+        self.params = state.params
+        self.config = state.config
+        self.evaluations = 0
+
+    # ------------------------------------------------------------------ context
+
+    def context(self, job: JobRequest) -> tuple[JobCtx | None, str | None]:
+        st, P = self.state, self.params
+        pool = st.pools.get(job.pool)
+        if pool is None:
+            return None, reasons.unknown_pool(job.pool)
+        if job.sharing != pool.sharing:
+            return None, reasons.sharing_mismatch(pool.name, pool.sharing, job.sharing)
+        n = job.gpus
+        if n < 1:
+            return None, reasons.no_gpus_asked()
+        N, k = job.nodes, job.gpus_per_node
+        if N is not None and k is not None and N * k != n:
+            return None, reasons.bad_shape(n, N, k)
+        if N is not None and k is None:
+            if N < 1 or n % N:
+                return None, reasons.bad_shape(n, N, None)
+            k = n // N
+        elif k is not None and N is None:
+            if k < 1 or n % k:
+                return None, reasons.bad_shape(n, None, k)
+            N = n // k
+        model = job.gpu_model.strip().upper() if job.gpu_model else None
+        parts = [
+            p
+            for p in st.pool_parts.get(job.pool, ())
+            if (model is None or p.model.upper() == model)
+            and (job.gpu_memory_mib is None or p.memory_mib >= job.gpu_memory_mib)
+        ]
+        if not parts:
+            return None, reasons.no_matching_gpus(pool.name, job.gpu_model, job.gpu_memory_mib)
+        ctx = JobCtx()
+        ctx.n = n
+        ctx.N = N
+        ctx.k = k
+        ctx.flex = N is None
+        ctx.require = job.require
+        ctx.sharing = job.sharing
+        ctx.pool_name = pool.name
+        ctx.max_G = max(p.G for p in parts)
+        ctx.mps_pct = job.mps_compute_pct or 0
+        ctx.mps_mem = job.mps_memory_mib or 0
+        ctx.mig_profile = job.mig_profile
+        ctx.interference = P.interference.get(job.sharing, 1.0)
+        capacity = sum(p.cap_total for p in parts)
+        if job.sharing != "exclusive":
+            if (N or 1) > 1 or n > ctx.max_G:
+                return None, reasons.shared_one_node(job.sharing, ctx.max_G)
+            if job.sharing == "mps":
+                mem_cap = max(p.memory_mib for p in parts)
+                if not (1 <= ctx.mps_pct <= 100) or not (0 < ctx.mps_mem <= mem_cap):
+                    return None, reasons.mps_bad_request(mem_cap)
+            elif job.sharing == "mig":
+                if not job.mig_profile:
+                    return None, reasons.mig_missing_profile()
+                parts = [p for p in parts if job.mig_profile in p.profiles]
+                if not parts:
+                    first = st.pool_parts[job.pool][0]
+                    return None, validate_profile(first.model, first.memory_mib, job.mig_profile) or (
+                        reasons.mig_full(job.mig_profile, pool.name)
+                    )
+            ctx.single = True
+        else:
+            if job.require == "island":
+                largest = max(p.max_island for p in parts)
+                if (N or 1) > 1 or n > largest:
+                    return None, reasons.island_too_small(n, pool.name, largest)
+            per_node = k if k is not None else (n if job.require in ("island", "node") else None)
+            if per_node is not None and per_node > ctx.max_G:
+                return None, reasons.node_too_small(per_node, pool.name, ctx.max_G)
+            if n > capacity:
+                return None, reasons.never_fits(n, pool.name, capacity)
+            ctx.single = N == 1 or (N is None and n <= ctx.max_G)
+        ctx.parts = parts
+        self._price(ctx, job)
+        return ctx, None
+
+    def reprice(self, ctx: JobCtx, job: JobRequest) -> JobCtx:
+        """A copy of a validated context with `job`'s cost inputs (workload, dataset, step sizes): jobs
+        that differ only in those share validation and feasibility, not scores."""
+        c = JobCtx()
+        for name in JobCtx.__slots__:
+            if hasattr(ctx, name):
+                setattr(c, name, getattr(ctx, name))
+        c.ds_name, c.ds_group, c.ds_net = None, None, 0.0
+        self._price(c, job)
+        return c
+
+    def _price(self, ctx: JobCtx, job: JobRequest) -> None:
+        """The job's demand for the cost model: compute, all-reduce and dataset bytes per step, ideal step."""
+        P, st = self.params, self.state
+        C = job.step_compute_s
+        ctx.C = C if C is not None else P.default_step_compute_s.get(job.workload, 0.1)
+        S = job.allreduce_bytes
+        if S is None:
+            S = P.default_allreduce_bytes.get(job.workload, float(1 << 30))
+        ctx.S = S if ctx.n > 1 else 0.0
+        ctx.D = 0.0
+        if job.dataset_node and (job.workload == "data-intensive" or job.io_bytes_per_step):
+            ds_group = st.topo.group_of.get(job.dataset_node)
+            if ds_group is not None:
+                ctx.ds_name = job.dataset_node
+                ctx.ds_group = ds_group
+                ctx.ds_net = st._node_net.get(job.dataset_node, 0.0)
+                ctx.D = job.io_bytes_per_step if job.io_bytes_per_step is not None else P.default_io_bytes_per_step
+        ctx.ideal = self._ideal_step(ctx)
+
+    def _ideal_step(self, ctx: JobCtx) -> float:
+        P = self.params
+        best = max(ctx.parts, key=lambda p: p.strength)
+        comp = ctx.C / max(best.strength, 1e-6)
+        n = ctx.n
+        comm = 0.0
+        nodes = 1
+        if n > 1:
+            island = max(p.max_island for p in ctx.parts)
+            nv = max(p.nvlink_gbps for p in ctx.parts)
+            if n <= island and (ctx.N or 1) == 1:
+                comm = ring_allreduce_s(n, ctx.S, intra_node_gbs(n, True, nv, P)) + ring_latency_s(n, LEVEL_ISLAND, P)
+            elif (ctx.N or 1) == 1 and n <= ctx.max_G:
+                comm = ring_allreduce_s(n, ctx.S, intra_node_gbs(n, False, nv, P)) + ring_latency_s(n, LEVEL_NODE, P)
+            else:
+                G = ctx.max_G
+                per = ctx.k if ctx.k else min(G, n)
+                nodes = math.ceil(n / per)
+                net = max(p.nominal_net for p in ctx.parts) * min(1.0, per / G) * P.net_efficiency
+                b = min(net, intra_node_gbs(per, True, nv, P))
+                comm = ring_allreduce_s(n, ctx.S, b) + ring_latency_s(n, LEVEL_LEAF_GROUP, P)
+        io = 0.0
+        if ctx.D > 0:
+            G = ctx.max_G
+            per = min(n, G) if ctx.single else (ctx.k or min(G, n))
+            nominal = max(p.nominal_net for p in ctx.parts) * min(1.0, per / G)
+            b = min(nominal, ctx.ds_net if ctx.ds_net > 0 else nominal) * P.net_efficiency
+            io = io_s(ctx.D / max(1, nodes), b)
+        return max(comp + comm + io, 1e-9)
+
+    # ------------------------------------------------------------------ search
+
+    def find(self, ctx: JobCtx) -> Candidate | None:
+        if ctx.sharing != "exclusive":
+            return self._find_shared(ctx)
+        best: Candidate | None = None
+        n = ctx.n
+        for part in ctx.parts:
+            if part.free_total < n:
+                continue
+            cand = None
+            if ctx.single:
+                cand = self._search_single(ctx, part)
+            if cand is None and not (ctx.N == 1 or ctx.require in ("island", "node")):
+                cand = self._search_multi(ctx, part)
+            if cand is not None and (best is None or cand.score < best.score):
+                best = cand
+                if best.slowdown <= 1.0 + _EPS and len(ctx.parts) > 1:
+                    break
+        return best
+
+    # -- single node
+
+    def _search_single(self, ctx: JobCtx, part: Partition) -> Candidate | None:
+        n = ctx.n
+        G = part.G
+        if n > G:
+            return None
+        limit = self.config.max_candidates
+        leaf_w = self.params.w_break_leaf
+        island_only = ctx.require == "island"
+        best: Candidate | None = None
+        evals = 0
+        if ctx.D > 0:
+            sources = [part.gbuckets[g] for g in self._groups_by_dataset(ctx, part)]
+        else:
+            sources = [part.buckets]
+        for buckets in sources:
+            for j in range(n, G + 1):
+                bucket = buckets[j]
+                if not bucket:
+                    continue
+                for node in bucket:
+                    mask = self._pick_in_node(node, n, island_only)
+                    if mask is None:
+                        continue
+                    cand = self._eval(ctx, part, [(node, mask)])
+                    evals += 1
+                    if best is None or cand.score < best.score:
+                        best = cand
+                    # Good enough ends the search, unless it would break a wholly free leaf while a
+                    # node of a partly used leaf may still be in the bucket.
+                    if evals >= limit or (best.slowdown <= _GOOD_ENOUGH and best.frag < leaf_w):
+                        return best
+        return best
+
+    def _pick_in_node(self, node: NodeSlot, n: int, island_only: bool) -> int | None:
+        free = node.free_mask
+        best_im = 0
+        best_cnt = 1 << 30
+        for im in node.islands:
+            c = (free & im).bit_count()
+            if n <= c < best_cnt:
+                best_im, best_cnt = im, c
+        if best_im:
+            avail = free & best_im
+            return avail if best_cnt == n else _lowest_util(node, avail, n)
+        if island_only or free.bit_count() < n:
+            return None
+        # Span islands: the fullest free islands first, so the job touches as few as possible.
+        pieces = sorted((free & im for im in node.islands if free & im), key=lambda m: -m.bit_count())
+        mask, need = 0, n
+        for piece in pieces:
+            c = piece.bit_count()
+            take = piece if c <= need else _lowest_util(node, piece, need)
+            mask |= take
+            need -= min(c, need)
+            if need == 0:
+                break
+        return mask
+
+    def _groups_by_dataset(self, ctx: JobCtx, part: Partition) -> list[int]:
+        st = self.state
+        dg = ctx.ds_group
+        return sorted(
+            part.gbuckets,
+            key=lambda g: (st.group_level(g, dg) if dg is not None else LEVEL_FABRIC, st.oeff(g), part.gfree[g]),
+        )
+
+    # -- several nodes
+
+    def _search_multi(self, ctx: JobCtx, part: Partition) -> Candidate | None:
+        st = self.state
+        n = ctx.n
+        G = part.G
+        fixed = not ctx.flex
+        N, k = (ctx.N, ctx.k) if fixed else (math.ceil(n / G), 0)
+        limit = self.config.domain_candidates
+        groups = [g for g in part.gbuckets if g >= 0 or self._reachable_group(part, g)]
+
+        def capacity(g: int) -> int:
+            return part.nodes_with_at_least(g, k) if fixed else part.gfree[g]
+
+        need = N if fixed else n
+        best: Candidate | None = None
+        # Leaf level.
+        feasible = [g for g in groups if g >= 0 and capacity(g) >= need]
+        if ctx.D > 0:
+            order = {g: i for i, g in enumerate(self._groups_by_dataset(ctx, part))}
+            feasible.sort(key=lambda g: order[g])
+        else:
+            feasible.sort(key=lambda g: (capacity(g), part.gfree[g], g))
+        for g in feasible[:limit]:
+            for picks in self._picks_from(ctx, part, [g], fixed, N, k):
+                best = self._better(best, self._eval(ctx, part, picks))
+        if best is not None and (not best.flagged or ctx.require == "leaf"):
+            return best
+        if ctx.require == "leaf":
+            return None
+        # Pod level.
+        by_pod: dict[int, list[int]] = {}
+        for g in groups:
+            if g >= 0:
+                by_pod.setdefault(st.topo.groups[g].pod, []).append(g)
+        pods = [(sum(capacity(g) for g in gs), p, gs) for p, gs in by_pod.items() if p >= 0 and len(gs) > 1]
+        pods = [t for t in pods if t[0] >= need]
+        pods.sort(key=lambda t: (t[0], t[1]))
+        for _, _, gs in pods[:limit]:
+            gs = sorted(gs, key=lambda g: (-capacity(g), st.oeff(g), g))
+            for picks in self._picks_from(ctx, part, gs, fixed, N, k):
+                best = self._better(best, self._eval(ctx, part, picks))
+        if best is not None and (not best.flagged or ctx.require == "pod"):
+            return best
+        if ctx.require == "pod":
+            return best
+        # Whole fabric: fill from the groups with most room (fewest groups spanned).
+        if sum(capacity(g) for g in groups) >= need and len(by_pod) + sum(1 for g in groups if g < 0) > 1:
+            gs = sorted(groups, key=lambda g: (-capacity(g), st.oeff(g), g))
+            for picks in self._picks_from(ctx, part, gs, fixed, N, k):
+                best = self._better(best, self._eval(ctx, part, picks))
+        return best
+
+    def _reachable_group(self, part: Partition, g: int) -> bool:
+        lst = part.gbuckets.get(g)
+        return bool(lst) and any(node.reachable for b in lst for node in b)
+
+    @staticmethod
+    def _better(best: Candidate | None, cand: Candidate | None) -> Candidate | None:
+        if cand is None:
+            return best
+        if best is None or cand.score < best.score:
+            return cand
+        return best
+
+    def _picks_from(self, ctx: JobCtx, part: Partition, groups: list[int], fixed: bool, N: int, k: int):
+        """Candidate node sets drawn from `groups` in order; yields lists of (node, mask)."""
+        G = part.G
+        if fixed:
+            chosen: list[NodeSlot] = []
+            for g in groups:
+                lst = part.gbuckets[g]
+                cool: list[NodeSlot] = []
+                warm: list[NodeSlot] = []
+                for j in range(k, G + 1):
+                    for node in lst[j]:
+                        if not node.reachable:
+                            continue
+                        (warm if (node.hot or node.err) else cool).append(node)
+                        if len(cool) >= N - len(chosen):
+                            break
+                    if len(cool) >= N - len(chosen):
+                        break
+                take = (cool + warm)[: N - len(chosen)]
+                chosen.extend(take)
+                if len(chosen) >= N:
+                    break
+            if len(chosen) < N:
+                return
+            picks = []
+            for node in chosen:
+                mask = self._pick_in_node(node, k, False)
+                if mask is None:
+                    return
+                picks.append((node, mask))
+            yield picks
+            return
+        # Free shape: the most-free nodes of the domain first (fewest nodes), bigger groups first on
+        # ties (fewest groups), nodes on hot or erroring links last; then split evenly (balanced) or
+        # fill whole nodes and put the remainder on the tightest node that takes it (packed).
+        n = ctx.n
+        pool_nodes: list[NodeSlot] = []
+        spare: list[NodeSlot] = []
+        warm: list[NodeSlot] = []
+        total = 0
+        for j in range(G, 0, -1):
+            for g in groups:
+                for node in part.gbuckets[g][j]:
+                    if not node.reachable:
+                        continue
+                    if node.hot or node.err:
+                        warm.append(node)
+                    elif total < n:
+                        pool_nodes.append(node)
+                        total += j
+                    elif len(spare) < 16:
+                        spare.append(node)
+            if total >= n and len(spare) >= 16:
+                break
+        if total < n:
+            for node in warm:
+                pool_nodes.append(node)
+                total += node.n_free
+                if total >= n:
+                    break
+        if total < n:
+            return
+        # Balanced.
+        alloc = _balanced(n, [node.n_free for node in pool_nodes])
+        picks = []
+        for node, t in zip(pool_nodes, alloc, strict=True):
+            if t:
+                mask = self._pick_in_node(node, t, False)
+                if mask is None:
+                    return
+                picks.append((node, mask))
+        yield picks
+        # Packed: whole nodes, remainder best fit.
+        full = [node for node in pool_nodes if node.n_free == G]
+        q, r = divmod(n, G)
+        if r and len(full) >= q and q >= 1:
+            used = set(full[:q])
+            rem_node = None
+            for node in sorted((x for x in pool_nodes + spare if x not in used), key=lambda x: x.n_free):
+                if node.n_free >= r and not (node.hot or node.err):
+                    rem_node = node
+                    break
+            if rem_node is not None:
+                picks2 = [(node, node.free_mask) for node in full[:q]]
+                mask = self._pick_in_node(rem_node, r, False)
+                if mask is not None:
+                    picks2.append((rem_node, mask))
+                    yield picks2
+
+    # -- evaluation
+
+    def _eval(self, ctx: JobCtx, part: Partition, picks: list[tuple[NodeSlot, int]]) -> Candidate:
+        self.evaluations += 1
+        st, P = self.state, self.params
+        n = ctx.n
+        nn = len(picks)
+        flagged = False
+        if nn == 1:
+            node0, mask0 = picks[0]
+            level = LEVEL_ISLAND if node0.island_count(mask0) == 1 else LEVEL_NODE
+            groups = (node0.group,)
+        else:
+            g0 = picks[0][0].group
+            level = LEVEL_LEAF_GROUP
+            groups_set = {node.group for node, _ in picks}
+            for g in groups_set:
+                if g != g0:
+                    lv = st.group_level(g0, g)
+                    if lv > level:
+                        level = lv
+            groups = tuple(groups_set)
+        util = 0.0
+        bw = INF
+        io = 0.0
+        broken_isl = broken_nodes = 0
+        leftover = 0.0
+        per_group: dict[int, int] = {}
+        pod_oeff = st.pod_oeff
+        for node, mask in picks:
+            k = mask.bit_count()
+            for g in node.gpus:
+                if g.bit & mask and g.util > util:
+                    util = g.util
+            if k > 1:
+                one = node.island_count(mask) == 1
+                b = intra_node_gbs(k, one, node.gpus[(mask & -mask).bit_length() - 1].nvlink, P)
+                if b < bw:
+                    bw = b
+            if nn > 1:
+                b = network_gbs(node.net_gbs, k, node.G, level, st.oeff(node.group), pod_oeff.get(node.pod, 1.0), P)
+                if b < bw:
+                    bw = b
+                if node.hot or node.err:
+                    flagged = True
+            if ctx.D > 0:
+                t = self._io_time(ctx, node, k)
+                if t > io:
+                    io = t
+            before = node.free_mask
+            after = before & ~mask
+            if after:
+                if before == node.all_mask:
+                    broken_nodes += 1
+                for im in node.islands:
+                    if im & mask and (before & im) == im and after & im:
+                        broken_isl += 1
+            leftover += after.bit_count() / node.G
+            per_group[node.group] = per_group.get(node.group, 0) + k
+        broken_leaves = 0
+        for g, used in per_group.items():
+            free = part.gfree.get(g, 0)
+            if free == part.gcap.get(g, -1) and free - used > 0:
+                broken_leaves += 1
+        if level >= LEVEL_POD_GROUP:
+            for g in groups:
+                if st.group_hot.get(g):
+                    flagged = True
+        comm = ring_allreduce_s(n, ctx.S, bw) + ring_latency_s(n, level, P) if n > 1 else 0.0
+        comp = compute_s(ctx.C, part.strength, util, ctx.interference, P)
+        step = comp + comm + io
+        slowdown = step / ctx.ideal
+        min_nodes = math.ceil(n / part.G)
+        frag = fragmentation(broken_isl, broken_nodes, broken_leaves, leftover / nn, nn - min_nodes, P)
+        return Candidate(slowdown + frag, slowdown, part, picks, None, level, comm, comp, io, bw, frag, flagged)
+
+    def _io_time(self, ctx: JobCtx, node: NodeSlot, k: int) -> float:
+        st, P = self.state, self.params
+        if node.name == ctx.ds_name:
+            return 0.0
+        share = node.net_gbs * min(1.0, k / node.G) if node.G else node.net_gbs
+        b = min(share, ctx.ds_net) * P.net_efficiency
+        dg = ctx.ds_group
+        lv = st.group_level(node.group, dg) if dg is not None else LEVEL_FABRIC
+        if lv >= LEVEL_POD_GROUP:
+            b /= max(st.oeff(node.group), st.oeff(dg) if dg is not None else 1.0)
+            if lv >= LEVEL_FABRIC:
+                ds_pod = st.topo.groups[dg].pod if dg is not None else -1
+                b = b / max(st.pod_oeff.get(node.pod, 1.0), st.pod_oeff.get(ds_pod, 1.0)) * P.core_factor
+            else:
+                b *= P.spine_factor
+        return io_s(ctx.D * k / ctx.n, b)
+
+    # ------------------------------------------------------------------ shared GPUs
+
+    def _find_shared(self, ctx: JobCtx) -> Candidate | None:
+        best: Candidate | None = None
+        for part in ctx.parts:
+            cand = self._shared_multi(ctx, part) if ctx.n > 1 else self._shared_single(ctx, part)
+            best = self._better(best, cand)
+        return best
+
+    def _share_for(self, ctx: JobCtx, part: Partition, g: GpuSlot) -> Share | None:
+        """The share this job would take on GPU g, or None when it does not fit there now."""
+        if not g.healthy or not g.node.eligible or g.excl:
+            return None
+        s = ctx.sharing
+        if s == "mps":
+            if g.mig_mask or g.ts_used:
+                return None
+            if g.mps_pct + ctx.mps_pct > 100 or g.mps_mem + ctx.mps_mem > g.memory_mib:
+                return None
+            return Share(g.id, "mps", ctx.mps_pct, ctx.mps_mem)
+        if s == "mig":
+            if g.mps_pct or g.mps_mem or g.ts_used:
+                return None
+            prof = part.profiles.get(ctx.mig_profile or "")
+            if prof is None:
+                return None
+            start = best_start(part.profiles, g.mig_mask, prof.name)
+            if start is None:
+                return None
+            return Share(g.id, "mig", round(100 * prof.compute_fraction), prof.memory_mib, prof.name, start)
+        if s == "timeslice":
+            if g.mps_pct or g.mps_mem or g.mig_mask or g.ts_used >= part.replicas:
+                return None
+            replica = next(r for r in range(part.replicas + len(g.ts_reps) + 1) if r not in g.ts_reps)
+            return Share(g.id, "timeslice", round(100 / part.replicas), 0, None, None, replica)
+        return None
+
+    def _shared_candidates(self, ctx: JobCtx, part: Partition):
+        """GPUs that may take the share, best first: MPS/MIG pack (least room left first), time-slicing
+        spreads (fewest replicas used first)."""
+        s = ctx.sharing
+        if s == "mps":
+            for r in range(ctx.mps_pct, 101):
+                for g in part.mps_b[r]:
+                    if g.memory_mib - g.mps_mem >= ctx.mps_mem:
+                        yield g
+        elif s == "mig":
+            buckets = part.mig_b.get(ctx.mig_profile or "")
+            if buckets:
+                for b in buckets:
+                    yield from b
+        elif s == "timeslice":
+            for b in part.ts_b:
+                yield from b
+
+    def _shared_single(self, ctx: JobCtx, part: Partition) -> Candidate | None:
+        # The buckets only hold GPUs the share fits on, best fit first: score the first few on load
+        # (the same terms as _eval_shared, inline), then build the winner's share once.
+        P = self.params
+        floor = P.min_available
+        inter = ctx.interference
+        w = P.w_leftover
+        sharing = ctx.sharing
+        base = ctx.C / max(part.strength, 1e-6) / ctx.ideal
+        best_g: GpuSlot | None = None
+        best_score = INF
+        evals = 0
+        for g in self._shared_candidates(ctx, part):
+            free = 1.0 - g.util * inter
+            slow = base / (free if free > floor else floor)
+            if sharing == "timeslice":
+                frag = w * g.ts_used / part.replicas
+            else:
+                frag = w * _room(g, sharing)
+            evals += 1
+            if slow + frag < best_score:
+                best_g, best_score = g, slow + frag
+            if evals >= 4 or slow <= 1.0 + _EPS:
+                break
+        self.evaluations += evals
+        if best_g is None:
+            return None
+        sh = self._share_for(ctx, part, best_g)
+        if sh is None:  # pragma: no cover - the bucket invariant says it fits
+            return None
+        return self._eval_shared(ctx, part, [(best_g, sh)])
+
+    def _shared_multi(self, ctx: JobCtx, part: Partition) -> Candidate | None:
+        best: Candidate | None = None
+        evals = 0
+        for node in part.nodes:
+            if not node.eligible:
+                continue
+            fits = [(g, sh) for g in node.gpus if (sh := self._share_for(ctx, part, g)) is not None]
+            if len(fits) < ctx.n:
+                continue
+            # Prefer one island, then GPUs with the least room left (packing).
+            by_island = sorted(fits, key=lambda t: (_island_of(node, t[0]), _room(t[0], ctx.sharing)))
+            chosen = None
+            for im in node.islands:
+                inside = [t for t in fits if t[0].bit & im]
+                if len(inside) >= ctx.n:
+                    chosen = sorted(inside, key=lambda t: _room(t[0], ctx.sharing))[: ctx.n]
+                    break
+            if chosen is None:
+                chosen = by_island[: ctx.n]
+            best = self._better(best, self._eval_shared(ctx, part, chosen))
+            evals += 1
+            if evals >= self.config.max_candidates:
+                break
+        return best
+
+    def _eval_shared(self, ctx: JobCtx, part: Partition, chosen: list[tuple[GpuSlot, Share]]) -> Candidate:
+        self.evaluations += 1
+        P = self.params
+        util = max(g.util for g, _ in chosen)
+        # Time-slicing shares the GPU's time with the other contexts (interference 1); MPS caps compute
+        # (0.25); MIG is isolated (0).
+        comp = compute_s(ctx.C, part.strength, util, ctx.interference, P)
+        n = ctx.n
+        comm = 0.0
+        bw = INF
+        level = LEVEL_ISLAND
+        if n > 1:
+            node = chosen[0][0].node
+            mask = 0
+            for g, _ in chosen:
+                mask |= g.bit
+            one = node.island_count(mask) == 1
+            level = LEVEL_ISLAND if one else LEVEL_NODE
+            bw = intra_node_gbs(n, one, chosen[0][0].nvlink, P)
+            comm = ring_allreduce_s(n, ctx.S, bw) + ring_latency_s(n, level, P)
+        step = comp + comm
+        slowdown = step / ctx.ideal
+        room = sum(_room(g, ctx.sharing) for g, _ in chosen) / len(chosen)
+        frag = P.w_leftover * room
+        if ctx.sharing == "timeslice":
+            frag = P.w_leftover * sum(g.ts_used for g, _ in chosen) / (len(chosen) * part.replicas)
+        return Candidate(slowdown + frag, slowdown, part, [], chosen, level, comm, comp, 0.0, bw, frag, False)
+
+    # ------------------------------------------------------------------ commit / explain
+
+    def commit(self, job: JobRequest, ctx: JobCtx, cand: Candidate, borrowed: bool = False) -> Placement:
+        st = self.state
+        shares: list[Share] = []
+        held: list[tuple[GpuSlot, Share]] = []
+        nodes: list[str] = []
+        if cand.shares is not None:
+            for g, sh in cand.shares:
+                held.append((g, sh))
+                if g.node.name not in nodes:
+                    nodes.append(g.node.name)
+        else:
+            for node, mask in cand.picks:
+                nodes.append(node.name)
+                for g in node.gpus:
+                    if g.bit & mask:
+                        held.append((g, Share(g.id, "whole", 100, g.memory_mib)))
+        for g, sh in held:
+            st.hold(g, sh)
+            shares.append(sh)
+        return Placement(
+            job_id=job.id,
+            shares=tuple(shares),
+            nodes=tuple(nodes),
+            score=cand.score,
+            cost=self.cost_dict(ctx, cand),
+            explanation=self.explain(ctx, cand),
+            borrowed=borrowed,
+            level=LEVEL_NAMES[min(cand.level, LEVEL_FABRIC)],
+        )
+
+    def cost_dict(self, ctx: JobCtx, cand: Candidate) -> dict[str, Any]:
+        """The cost model's terms for this placement (seconds per step, GB/s, unitless)."""
+        return {
+            "comm_s": cand.comm,
+            "compute_s": cand.comp,
+            "io_s": cand.io,
+            "step_s": cand.comm + cand.comp + cand.io,
+            "ideal_step_s": ctx.ideal,
+            "slowdown": cand.slowdown,
+            "fragmentation": cand.frag,
+            "bandwidth_gbs": None if cand.bw == INF else cand.bw,
+            "level": LEVEL_NAMES[min(cand.level, LEVEL_FABRIC)],
+        }
+
+    def explain(self, ctx: JobCtx, cand: Candidate) -> str:
+        st = self.state
+        n = ctx.n
+        bw = "" if cand.bw == INF else f"{cand.bw:.0f} GB/s"
+        if cand.shares is not None:
+            g0 = cand.shares[0][0]
+            sh = cand.shares[0][1]
+            what = {
+                "mps": f"MPS {sh.compute_pct}% / {sh.memory_mib} MiB",
+                "mig": f"MIG {sh.mig_profile} at slice {sh.mig_start}",
+                "timeslice": f"time-slice replica {sh.replica}",
+            }[ctx.sharing]
+            where = f"GPU {g0.index} on {g0.node.name}" if n == 1 else f"{n} GPUs on {g0.node.name}"
+            text = f"{what} on {where}"
+        elif len(cand.picks) == 1:
+            node, mask = cand.picks[0]
+            if cand.level == LEVEL_ISLAND:
+                text = f"{reasons.gpus(n)} in one NVLink island on {node.name}"
+                if n > 1:
+                    text += f" (all-reduce {bw})"
+            else:
+                text = f"{reasons.gpus(n)} on {node.name} across {node.island_count(mask)} islands (PCIe {bw})"
+        else:
+            split = "+".join(str(mask.bit_count()) for _, mask in cand.picks)
+            groups = sorted({node.group for node, _ in cand.picks})
+            if cand.level == LEVEL_LEAF_GROUP:
+                where = f"in {st.group_label(groups[0])}" if len(groups) == 1 else "under shared leaves"
+            elif cand.level == LEVEL_POD_GROUP:
+                pod = st.topo.groups[groups[0]].pod if groups[0] >= 0 else -1
+                where = f"across {len(groups)} leaves of pod {pod + 1} (through the spine)"
+            else:
+                where = f"across {len(groups)} leaves through the core"
+            text = f"{reasons.gpus(n)} on {len(cand.picks)} nodes {where} ({split}, bottleneck {bw})"
+        text += f"; step {cand.slowdown:.2f}x ideal"
+        if ctx.D > 0 and ctx.ds_name:
+            text += f"; dataset on {ctx.ds_name} (io {cand.io * 1000:.0f} ms/step)"
+        if cand.flagged:
+            text += "; best available despite hot or erroring links"
+        return text
+
+    # ------------------------------------------------------------------ failure reasons
+
+    def fail_reason(self, ctx: JobCtx) -> str:
+        st = self.state
+        pool = ctx.pool_name
+        parts = ctx.parts
+        n = ctx.n
+        if ctx.sharing == "mps":
+            return (
+                reasons.mps_full(ctx.mps_pct, ctx.mps_mem, pool) if n == 1 else reasons.shared_node_full(n, "MPS", pool)
+            )
+        if ctx.sharing == "mig":
+            if n == 1:
+                return reasons.mig_full(ctx.mig_profile or "", pool)
+            return reasons.shared_node_full(n, "MIG", pool)
+        if ctx.sharing == "timeslice":
+            if n == 1:
+                return reasons.timeslice_full(max(p.replicas for p in parts), pool)
+            return reasons.shared_node_full(n, "time-slice", pool)
+        free = sum(p.free_total for p in parts)
+        if ctx.require == "island":
+            largest, where = 0, ""
+            for p in parts:
+                for j in range(p.G, 0, -1):
+                    for node in p.buckets[j]:
+                        c = max((node.free_mask & im).bit_count() for im in node.islands)
+                        if c > largest:
+                            largest, where = c, node.name
+                    if largest >= j:
+                        break
+            return reasons.island_block(n, largest, where)
+        if ctx.N == 1 or ctx.require == "node":
+            largest, where = 0, ""
+            for p in parts:
+                for j in range(p.G, 0, -1):
+                    if p.buckets[j]:
+                        if j > largest:
+                            largest, where = j, next(iter(p.buckets[j])).name
+                        break
+            return reasons.node_block(ctx.k or n, largest, where)
+        if ctx.require in ("leaf", "pod"):
+            best, where = 0, ""
+            k = ctx.k or 0
+            for p in parts:
+                per_domain: dict[int, int] = {}
+                for g in p.gbuckets:
+                    if g < 0:
+                        continue
+                    if k:
+                        c = sum(len(p.gbuckets[g][j]) for j in range(k, p.G + 1)) * k
+                    else:
+                        c = p.gfree[g]
+                    dom = g if ctx.require == "leaf" else st.topo.groups[g].pod
+                    per_domain[dom] = per_domain.get(dom, 0) + c
+                for dom, c in per_domain.items():
+                    if c > best:
+                        best = c
+                        where = st.group_label(dom) if ctx.require == "leaf" else f"pod {dom + 1}"
+            if ctx.require == "leaf":
+                return reasons.leaf_block(n, best, where)
+            return reasons.pod_block(n, best, where)
+        if ctx.N is not None and ctx.k is not None:
+            have = 0
+            for p in parts:
+                have += sum(len(p.buckets[j]) for j in range(ctx.k, p.G + 1))
+            return reasons.shape_block(ctx.N, ctx.k, have, pool)
+        if free >= n:
+            return reasons.unreachable_nodes(n, pool)
+        return reasons.total_free(n, free, pool)
+
+
+def _lowest_util(node: NodeSlot, avail: int, n: int) -> int:
+    """n GPUs out of `avail`, least loaded first (then lowest index)."""
+    gs = [g for g in node.gpus if g.bit & avail]
+    if len(gs) > n:
+        gs.sort(key=lambda g: (g.util, g.pos))
+        gs = gs[:n]
+    mask = 0
+    for g in gs:
+        mask |= g.bit
+    return mask
+
+
+def _balanced(n: int, frees: list[int]) -> list[int]:
+    """Split n over nodes with `frees` GPUs free as evenly as their room allows (water filling)."""
+    order = sorted(range(len(frees)), key=lambda i: frees[i])
+    alloc = [0] * len(frees)
+    remaining = n
+    left = len(frees)
+    for i in order:
+        t = min(frees[i], -(-remaining // left))
+        alloc[i] = t
+        remaining -= t
+        left -= 1
+    return alloc
+
+
+def _island_of(node: NodeSlot, g: GpuSlot) -> int:
+    for i, im in enumerate(node.islands):
+        if im & g.bit:
+            return i
+    return 0
+
+
+def _room(g: GpuSlot, sharing: str) -> float:
+    """How much of the GPU is left after current holders (0..1): packing prefers small."""
+    if sharing == "mps":
+        return (100 - g.mps_pct) / 100.0
+    if sharing == "mig":
+        return 1.0 - (g.mig_mask & 0xFF).bit_count() / 8.0
+    return 0.0

@@ -1,0 +1,230 @@
+"""Preemption: the smallest set of running jobs whose GPUs, once freed, give a blocked job a placement
+that fits the topology. PURE.
+
+Who may be a victim (decided by the engine, `eligible`): a preemptible running job, not already
+stopping, that either has a lower priority than the blocked job, or is borrowing capacity in the pool
+while the blocked job is within its tenant's guaranteed quota (reclaim). A borrowing job may only
+preempt lower-priority jobs that are themselves borrowing, or its own tenant's.
+
+Search by domain, the way the job would be placed:
+* a job that fits one node: per node, the fewest victims (largest first, then lowest priority) that
+  leave enough GPUs free there; nodes are ranked by (victims, GPUs they hold in all, highest victim
+  priority), so a whole island or node is freed rather than GPUs scattered over the cluster;
+* a gang of N nodes x k GPUs: per leaf group the N cheapest nodes (victims shared by two nodes count
+  once); groups ranked the same way; only when no leaf can be cleared (and the job does not require
+  one) the N cheapest nodes anywhere;
+* shared GPUs (MPS, MIG, time-slice): per GPU, the fewest shares to remove until the job's share fits.
+Each plan is checked by placing the job on the state with the victims' GPUs released (then undone):
+a job that still would not fit preempts nobody, and victims the final placement does not touch are
+dropped from the set.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from scheduler.core.placement import Candidate, JobCtx, Placer
+from scheduler.core.state import ClusterState, NodeSlot
+
+MAX_PLANS = 4  # plans verified by a placement try, cheapest first
+
+
+VictimIndex = dict[int, dict[NodeSlot, dict[int, int]]]  # id(partition) -> node -> job -> GPUs held there
+
+
+def victim_index(st: ClusterState) -> VictimIndex:
+    """Preemptible running jobs per partition and node (built once a round, filtered per attempt)."""
+    index: VictimIndex = {}
+    for jid, held in st.job_gpus.items():
+        if not st.running[jid].request.preemptible:
+            continue
+        for g, _ in held:
+            node = g.node
+            if node.part is None or not node.eligible:
+                continue
+            d = index.setdefault(id(node.part), {}).setdefault(node, {})
+            d[jid] = d.get(jid, 0) + 1
+    return index
+
+
+def plan_preemption(
+    placer: Placer,
+    ctx: JobCtx,
+    eligible: Callable[[int], bool],
+    index: VictimIndex | None = None,
+) -> tuple[list[int], Candidate] | None:
+    st = placer.state
+    if index is None:
+        index = victim_index(st)
+    stopping = st.stopping
+    ok: dict[int, bool] = {}
+    # Victims per node, with the GPUs each holds there.
+    by_node: dict[NodeSlot, dict[int, int]] = {}
+    for part in ctx.parts:
+        for node, jobs in index.get(id(part), {}).items():
+            d = {}
+            for jid, c in jobs.items():
+                e = ok.get(jid)
+                if e is None:
+                    e = ok[jid] = jid not in stopping and eligible(jid)
+                if e:
+                    d[jid] = c
+            if d:
+                by_node[node] = d
+    if not by_node:
+        return None
+    if ctx.sharing != "exclusive":
+        plans = _plans_shared(placer, ctx, by_node)
+    elif ctx.single and (ctx.N == 1 or ctx.require in ("island", "node") or ctx.n <= ctx.max_G):
+        plans = _plans_node(st, ctx, by_node)
+    else:
+        plans = _plans_gang(st, ctx, by_node)
+    for victims in plans[:MAX_PLANS]:
+        found = _verify(placer, ctx, victims)
+        if found is not None:
+            return found
+    return None
+
+
+def _victim_key(st: ClusterState, jid: int) -> tuple[int, int]:
+    rj = st.running[jid]
+    return (rj.request.priority, len(st.job_gpus.get(jid, ())))
+
+
+def _clear_node(st: ClusterState, node: NodeSlot, victims: dict[int, int], need: int) -> list[int] | None:
+    """Fewest victims on `node` that leave `need` GPUs free there: the smallest single job that is
+    enough, else the largest holders first (fewest jobs, then fewest GPUs, then lowest priority)."""
+    free = node.n_free
+    if free >= need:
+        return []
+    short = need - free
+    singles = [j for j, c in victims.items() if c >= short]
+    if singles:
+        return [min(singles, key=lambda j: (victims[j], _victim_key(st, j), j))]
+    chosen = []
+    for jid in sorted(victims, key=lambda j: (-victims[j], _victim_key(st, j), j)):
+        chosen.append(jid)
+        free += victims[jid]
+        if free >= need:
+            return chosen
+    return None
+
+
+def _cost(st: ClusterState, victims: set[int] | list[int]) -> tuple[int, int, int]:
+    return (
+        len(victims),
+        sum(len(st.job_gpus.get(j, ())) for j in victims),
+        max((st.running[j].request.priority for j in victims), default=-1),
+    )
+
+
+def _plans_node(st: ClusterState, ctx: JobCtx, by_node: dict[NodeSlot, dict[int, int]]) -> list[list[int]]:
+    need = ctx.k or ctx.n
+    plans = []
+    for node, victims in by_node.items():
+        if node.G < need:
+            continue
+        vs = _clear_node(st, node, victims, need)
+        if vs:
+            plans.append((_cost(st, vs), node.name, vs))
+    plans.sort(key=lambda t: (t[0], t[1]))
+    return [vs for _, _, vs in plans]
+
+
+def _plans_gang(st: ClusterState, ctx: JobCtx, by_node: dict[NodeSlot, dict[int, int]]) -> list[list[int]]:
+    G = ctx.max_G
+    if ctx.N is not None and ctx.k is not None:
+        N, k = ctx.N, ctx.k
+    else:
+        N = math.ceil(ctx.n / G)
+        k = math.ceil(ctx.n / N)
+    # Per node: victims needed to get k free (nodes already free enough cost nothing).
+    per_group: dict[int, list[tuple[tuple, str, list[int]]]] = {}
+    seen: set[NodeSlot] = set()
+    for part in ctx.parts:
+        for node in part.nodes:
+            if not node.eligible or not node.reachable or node.G < k:
+                continue
+            seen.add(node)
+            victims = by_node.get(node, {})
+            vs = _clear_node(st, node, victims, k)
+            if vs is None:
+                continue
+            per_group.setdefault(node.group, []).append((_cost(st, vs), node.name, vs))
+    plans: list[tuple[tuple, list[int]]] = []
+
+    def pick(entries: list[tuple[tuple, str, list[int]]]) -> list[int] | None:
+        if len(entries) < N:
+            return None
+        entries = sorted(entries, key=lambda t: (t[0], t[1]))
+        chosen: set[int] = set()
+        for _, _, vs in entries[:N]:
+            chosen.update(vs)
+        return sorted(chosen)
+
+    for g, entries in per_group.items():
+        if g < 0:
+            continue
+        vs = pick(entries)
+        if vs:
+            plans.append((_cost(st, vs), vs))
+    if not plans and ctx.require not in ("leaf",):
+        everything = [e for entries in per_group.values() for e in entries]
+        vs = pick(everything)
+        if vs:
+            plans.append((_cost(st, vs), vs))
+    plans.sort(key=lambda t: t[0])
+    return [vs for _, vs in plans]
+
+
+def _plans_shared(placer: Placer, ctx: JobCtx, by_node: dict[NodeSlot, dict[int, int]]) -> list[list[int]]:
+    st = placer.state
+    plans = []
+    for node in by_node:
+        part = node.part
+        for g in node.gpus:
+            holders = [
+                (jid, sh)
+                for jid in st.jobs_on_node.get(node.name, ())
+                if jid in by_node[node]
+                for gg, sh in st.job_gpus[jid]
+                if gg is g
+            ]
+            if not holders:
+                continue
+            mark = st.journal()
+            chosen: list[int] = []
+            fits = placer._share_for(ctx, part, g) is not None
+            for jid, sh in sorted(holders, key=lambda t: (-t[1].compute_pct, _victim_key(st, t[0]))):
+                if fits:
+                    break
+                st.release(g, sh)
+                chosen.append(jid)
+                fits = placer._share_for(ctx, part, g) is not None
+            st.rollback(mark)
+            if fits and chosen:
+                plans.append((_cost(st, chosen), g.id, chosen))
+    plans.sort(key=lambda t: (t[0], t[1]))
+    return [vs for _, _, vs in plans]
+
+
+def _verify(placer: Placer, ctx: JobCtx, victims: list[int]) -> tuple[list[int], Candidate] | None:
+    st = placer.state
+    mark = st.journal()
+    for jid in victims:
+        st.release_job(jid)
+    cand = placer.find(ctx)
+    st.rollback(mark)
+    if cand is None:
+        return None
+    used = set()
+    if cand.shares is not None:
+        used = {g.id for g, _ in cand.shares}
+    else:
+        for node, mask in cand.picks:
+            used.update(g.id for g in node.gpus if g.bit & mask)
+    needed = [jid for jid in victims if any(g.id in used for g, _ in st.job_gpus.get(jid, ()))]
+    if not needed:
+        return None
+    return needed, cand

@@ -1,0 +1,132 @@
+"""python manage.py bench_scheduler --gpus 10000 --pending 50000 [--rounds 5] [--json]
+
+Builds a generated fat tree with that many GPUs, queues that many jobs from ten tenants, then
+measures (1) the pure engine round on the same snapshot, (2) full rounds through the database:
+snapshot load, engine, apply in one transaction. Prints medians and p99s; quote those, not means.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import time
+
+from django.core.management.base import BaseCommand
+
+from fabric import actions as fabric_actions
+from fabric.models import Cluster
+from scheduler import actions
+from scheduler.adapters import build_snapshot
+from scheduler.core import schedule
+from scheduler.models import PriorityClass
+from scheduler.rounds import run_round
+
+SIZES = [(1, 0.40), (2, 0.15), (4, 0.15), (8, 0.20), (16, 0.06), (32, 0.03), (64, 0.01)]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+class Command(BaseCommand):
+    help = "Benchmark scheduling rounds on a generated cluster (engine alone, and full rounds with the database)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--gpus", type=int, default=10_000)
+        parser.add_argument("--pending", type=int, default=50_000)
+        parser.add_argument("--rounds", type=int, default=5, help="engine rounds and full rounds to time")
+        parser.add_argument("--seed", type=int, default=1)
+        parser.add_argument("--json", action="store_true")
+
+    def say(self, message: str) -> None:
+        self.stderr.write(message)
+
+    def handle(self, **o):
+        rng = random.Random(o["seed"])
+        name = f"bench-{o['gpus']}"
+        cluster = self._cluster(name, o["gpus"])
+        pool = actions.ensure_scheduler(cluster)
+        self._jobs(pool, o["pending"], rng)
+
+        t = time.perf_counter()
+        snapshot, _ = build_snapshot(cluster.pk)
+        load_s = time.perf_counter() - t
+        self.say(f"snapshot: {len(snapshot.nodes)} nodes, {len(snapshot.pending)} pending, loaded in {load_s:.2f} s")
+        engine, placed_engine = [], 0
+        for i in range(o["rounds"]):
+            t = time.perf_counter()
+            decisions = schedule(snapshot)
+            engine.append(time.perf_counter() - t)
+            placed_engine = len(decisions.placements)
+            self.say(f"engine round {i + 1}: {engine[-1] * 1000:.0f} ms, {placed_engine} placements")
+
+        full, placed = [], []
+        for i in range(o["rounds"]):
+            record = run_round(cluster.pk, "bench")
+            full.append(record.duration_ms / 1000)
+            placed.append(record.placed)
+            self.say(
+                f"full round {i + 1}: {record.duration_ms:.0f} ms (engine {record.engine_ms:.0f} ms), "
+                f"{record.placed} placed, {record.rejected_stale} stale"
+            )
+        result = {
+            "gpus": o["gpus"],
+            "pending": o["pending"],
+            "engine_round_s": {"p50": statistics.median(engine), "p99": percentile(engine, 0.99), "runs": len(engine)},
+            "engine_placements": placed_engine,
+            "engine_placements_per_s": placed_engine / statistics.median(engine),
+            "snapshot_load_s": load_s,
+            "full_round_s": {"p50": statistics.median(full), "p99": percentile(full, 0.99), "runs": len(full)},
+            "first_round_placed": placed[0],
+            "committed_placements_per_s": placed[0] / full[0] if full[0] else 0.0,
+        }
+        if o["json"]:
+            self.stdout.write(json.dumps(result, indent=2))
+            return
+        e, f = result["engine_round_s"], result["full_round_s"]
+        self.stdout.write(
+            f"engine round:  p50 {e['p50'] * 1000:.0f} ms, p99 {e['p99'] * 1000:.0f} ms "
+            f"({placed_engine} placements, {result['engine_placements_per_s']:.0f}/s)\n"
+            f"full round:    p50 {f['p50'] * 1000:.0f} ms, p99 {f['p99'] * 1000:.0f} ms "
+            f"(snapshot load {load_s:.2f} s)\n"
+            f"committed:     {placed[0]} placements in the first round, "
+            f"{result['committed_placements_per_s']:.0f} placements/s"
+        )
+
+    def _cluster(self, name: str, gpus: int) -> Cluster:
+        existing = Cluster.objects.filter(name=name).first()
+        if existing is not None:
+            self.say(f"removing the previous {name}")
+            actions.delete_cluster(existing)
+        self.say(f"generating {name}: {gpus // 8} nodes x 8 H100")
+        fabric_actions.generate_fabric(name, nodes=gpus // 8, gpus_per_node=8, gpu_model="H100", leaf_ports=64)
+        return Cluster.objects.get(name=name)
+
+    def _cancel_leftovers(self, pool) -> None:
+        """Quota changes may have requested rounds; the benchmark starts from an idle cluster."""
+        from scheduler.models import Job
+
+        for job in Job.objects.filter(pool=pool).exclude(status__in=["completed", "failed", "cancelled"]):
+            actions.cancel_job(job, actor="bench")
+
+    def _jobs(self, pool, pending: int, rng: random.Random) -> None:
+        tenants = [actions.create_tenant(f"bench-t{i}", max_priority="high") for i in range(10)]
+        gpus = pool.cluster.nodes.count() * 8
+        for t in tenants:
+            actions.set_quota(t, pool, guaranteed_gpus=gpus // 10, borrow_limit=gpus // 5)
+        self._cancel_leftovers(pool)
+        classes = list(PriorityClass.objects.all())
+        sizes, weights = zip(*SIZES, strict=True)
+        self.say(f"queueing {pending} jobs")
+        per_tenant: dict[tuple, list[dict]] = {}
+        for i in range(pending):
+            size = rng.choices(sizes, weights)[0]
+            request = {"name": f"bench-{i}", "gpus": size, "est_runtime_s": rng.randint(600, 36_000)}
+            if size >= 16:
+                request.update(nodes=size // 8, gpus_per_node=8)
+            key = (rng.randrange(len(tenants)), rng.randrange(len(classes)))
+            per_tenant.setdefault(key, []).append(request)
+        for (t, c), requests in per_tenant.items():
+            actions.submit_jobs_bulk(tenants[t], pool, classes[c], requests, request_round=False)

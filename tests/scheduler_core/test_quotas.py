@@ -1,0 +1,138 @@
+"""Quotas: guaranteed share, borrowing idle GPUs up to a limit, reclaim by preemption."""
+
+from scheduler.core import schedule
+from scheduler.core.types import Share
+from tests.scheduler_core.builders import SnapBuilder
+
+
+def cluster(nodes: int = 2, gpus: int = 8) -> SnapBuilder:
+    b = SnapBuilder()
+    b.spine("S1")
+    b.leaf("L1", [f"n{i + 1}" for i in range(nodes)], {"S1": nodes}, gpus=gpus)
+    b.pool(1, "train")
+    return b
+
+
+def test_job_within_guaranteed_quota_runs_unborrowed():
+    b = cluster()
+    b.tenant("a", {1: (8, 0)})
+    b.job(1, gpus=8, tenant="a")
+    p = schedule(b.snapshot()).placements[0]
+    assert p.borrowed is False
+
+
+def test_idle_capacity_can_be_borrowed_up_to_the_limit():
+    b = cluster()
+    b.tenant("a", {1: (4, 4)})
+    b.job(1, gpus=8, tenant="a")
+    p = schedule(b.snapshot()).placements[0]
+    assert p.borrowed is True
+
+
+def test_borrowing_limit_reached():
+    b = cluster()
+    b.tenant("a", {1: (8, 0)})
+    b.run(9, {"n1": list(range(8))}, tenant="a")
+    b.job(1, gpus=1, tenant="a")
+    d = schedule(b.snapshot())
+    assert d.placements == []
+    assert d.pending_reasons[1] == "tenant quota 8/8 used, borrowing limit reached"
+
+
+def test_quota_reason_matches_the_issue_example():
+    b = cluster(nodes=4)
+    b.tenant("a", {1: (32, 0)})
+    b.run(9, {f"n{i}": list(range(8)) for i in range(1, 5)}, tenant="a")
+    b.job(1, gpus=1, tenant="a")
+    assert schedule(b.snapshot()).pending_reasons[1] == "tenant quota 32/32 used, borrowing limit reached"
+
+
+def test_job_bigger_than_quota_plus_limit():
+    b = cluster()
+    b.tenant("a", {1: (4, 4)})
+    b.job(1, gpus=16, tenant="a")
+    assert schedule(b.snapshot()).pending_reasons[1] == (
+        "needs 16 GPUs, more than the tenant quota of 4 plus borrowing limit of 4 allows"
+    )
+
+
+def test_non_preemptible_job_cannot_borrow():
+    b = cluster()
+    b.tenant("a", {1: (4, 8)})
+    b.job(1, gpus=8, tenant="a", preemptible=False)
+    assert schedule(b.snapshot()).pending_reasons[1] == ("tenant quota 0/4 used; a non-preemptible job cannot borrow")
+
+
+def test_quota_is_charged_as_jobs_are_placed_in_the_round():
+    b = cluster()
+    b.tenant("a", {1: (4, 0)})
+    b.job(1, gpus=3, tenant="a")
+    b.job(2, gpus=3, tenant="a")
+    d = schedule(b.snapshot())
+    assert [p.job_id for p in d.placements] == [1]
+    assert d.pending_reasons[2] == "tenant quota 3/4 used, borrowing limit reached"
+
+
+def test_tenant_without_quota_borrows_by_default():
+    b = cluster()
+    b.job(1, gpus=8, tenant="nobody")
+    assert schedule(b.snapshot()).placements[0].borrowed is True
+
+
+def test_tenant_without_quota_is_refused_when_configured():
+    from tests.scheduler_core.builders import config
+
+    b = cluster()
+    b.job(1, gpus=8, tenant="nobody")
+    d = schedule(b.snapshot(config(borrow_without_quota=False)))
+    assert d.pending_reasons[1] == "tenant nobody has no quota in pool 'train'"
+
+
+def test_shared_usage_counts_fractions_of_a_gpu():
+    b = SnapBuilder()
+    b.spine("S1")
+    b.leaf("L1", ["n1"], {"S1": 1}, gpus=1)
+    b.pool(1, "infer", sharing="mps")
+    b.tenant("a", {1: (0.5, 0)})
+    b.run(9, {}, shares=[Share(b.gpu_id("n1", 0), "mps", 30, 1000)], sharing="mps", tenant="a")
+    b.job(1, tenant="a", sharing="mps", mps_compute_pct=30, mps_memory_mib=1000)
+    d = schedule(b.snapshot())
+    assert d.pending_reasons[1] == "tenant quota 0.3/0.5 used, borrowing limit reached"
+
+
+def test_borrowed_gpus_are_reclaimed_for_the_owner():
+    b = cluster(nodes=1)
+    b.tenant("owner", {1: (8, 0)})
+    b.tenant("borrower", {1: (0, 8)})
+    b.run(9, {"n1": list(range(8))}, tenant="borrower", borrowed=True)
+    b.job(1, gpus=8, tenant="owner")
+    d = schedule(b.snapshot())
+    assert [(p.job_id, p.for_job) for p in d.preemptions] == [(9, 1)]
+    assert d.preemptions[0].reason == "preempted for job 1 (reclaiming GPUs tenant borrower borrowed)"
+    assert d.pending_reasons[1] == "preempting job 9 to free 8 GPUs on n1; starts when they stop"
+
+
+def test_in_quota_jobs_of_another_tenant_are_not_reclaimed():
+    b = cluster(nodes=1)
+    b.tenant("owner", {1: (8, 0)})
+    b.tenant("other", {1: (8, 0)})
+    b.run(9, {"n1": list(range(8))}, tenant="other", borrowed=False)
+    b.job(1, gpus=8, tenant="owner")
+    assert schedule(b.snapshot()).preemptions == []
+
+
+def test_borrowing_job_cannot_take_guaranteed_capacity():
+    b = cluster(nodes=1)
+    b.tenant("a", {1: (0, 8)})
+    b.tenant("b", {1: (8, 0)})
+    b.run(9, {"n1": list(range(8))}, tenant="b", priority=10)
+    b.job(1, gpus=8, tenant="a", priority=100)  # higher priority, but it would be borrowing
+    assert schedule(b.snapshot()).preemptions == []
+
+
+def test_non_preemptible_borrowed_job_is_not_reclaimed():
+    b = cluster(nodes=1)
+    b.tenant("owner", {1: (8, 0)})
+    b.run(9, {"n1": list(range(8))}, tenant="x", borrowed=True, preemptible=False)
+    b.job(1, gpus=8, tenant="owner")
+    assert schedule(b.snapshot()).preemptions == []
