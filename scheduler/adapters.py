@@ -7,7 +7,7 @@ as given here: zero utilisation, links down only when the inventory says so.
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import defaultdict, namedtuple
 from dataclasses import dataclass, field
 
 from django.db.models import Count, Max, Q, Sum
@@ -38,15 +38,35 @@ from scheduler.models import Allocation, Job, Pool, PoolNode, PriorityClass, Quo
 USAGE_HALF_LIFE_S = 24 * 3600.0  # fair share forgets half of past usage per day
 
 
+JOB_FIELDS = (
+    "pk", "tenant_id", "tenant__name", "pool_id", "name", "gpus", "nodes", "gpus_per_node", "gpu_model",
+    "gpu_memory_mib", "sharing", "mps_compute_pct", "mps_memory_mib", "mig_profile", "priority_class__value",
+    "preemptible", "workload", "dataset_node_id", "est_runtime_s", "checkpoint_cost_s", "submitted_at",
+    "attained_gpu_s", "queue_seq", "requeue_opt_out", "status", "version", "held", "pending_reason", "started_at",
+    "last_migrated_at", "borrowed",
+)  # fmt: skip
+
+
+# A job as the round reads it: one values_list row as a named tuple (no model instances for tens of
+# thousands of pending jobs). `tenant__name` reads as `tenant_name`, the class value as `priority`.
+JobRow = namedtuple(
+    "JobRow", [{"tenant__name": "tenant_name", "priority_class__value": "priority"}.get(f, f) for f in JOB_FIELDS]
+)
+
+
 @dataclass
 class SnapshotIndex:
     """What the apply step needs besides the decisions: the rows the snapshot was read from."""
 
     cluster_id: int
-    jobs: dict[int, Job] = field(default_factory=dict)
+    jobs: dict[int, JobRow] = field(default_factory=dict)
     pools: dict[int, Pool] = field(default_factory=dict)
     gpu_memory: dict[int, int] = field(default_factory=dict)
     gpu_model: dict[int, str] = field(default_factory=dict)
+
+    def job(self, job_id: int) -> Job:
+        """The full row, for the few decisions that go through the per-job actions."""
+        return Job.objects.select_related("pool").get(pk=job_id)
 
 
 def _islands(indexes: list[int], topology: dict | None, nvlink: bool) -> tuple[tuple[int, ...], ...]:
@@ -95,10 +115,10 @@ def _pools(cluster_id: int, index: SnapshotIndex, hostnames: list[str]) -> list[
     return states
 
 
-def _request(job: Job, hostname_of: dict[int, str], now_ts: float) -> JobRequest:
+def _request(job: JobRow, hostname_of: dict[int, str], now_ts: float) -> JobRequest:
     return JobRequest(
         id=job.pk,
-        tenant=job.tenant.name,
+        tenant=job.tenant_name,
         pool=job.pool_id,
         gpus=job.gpus,
         nodes=job.nodes,
@@ -109,7 +129,7 @@ def _request(job: Job, hostname_of: dict[int, str], now_ts: float) -> JobRequest
         mps_compute_pct=job.mps_compute_pct,
         mps_memory_mib=job.mps_memory_mib,
         mig_profile=job.mig_profile or None,
-        priority=job.priority_class.value,
+        priority=job.priority,
         preemptible=job.preemptible,
         workload=job.workload,
         dataset_node=hostname_of.get(job.dataset_node_id) if job.dataset_node_id else None,
@@ -123,7 +143,7 @@ def _request(job: Job, hostname_of: dict[int, str], now_ts: float) -> JobRequest
     )
 
 
-def _tenants(jobs: list[Job], now_ts: float) -> list[TenantState]:
+def _tenants(jobs: list[JobRow], now_ts: float) -> list[TenantState]:
     normal = PriorityClass.objects.filter(name="normal").values_list("value", flat=True).first() or 50
     quotas: dict[int, dict[int, QuotaState]] = defaultdict(dict)
     for q in Quota.objects.all():
@@ -176,6 +196,29 @@ def fabric_and_topology(cluster_id: int) -> tuple[Fabric, Topology]:
     return cached[1], cached[2]
 
 
+# Per cluster: job id -> (version, JobRow) and (version, JobRequest) from earlier rounds. Every change of a job
+# row goes through scheduler.actions and bumps `version`, so an unchanged version means an unchanged row:
+# a round then reads only (id, version) for the tens of thousands of waiting jobs, and full rows for the rest.
+_ROWS: dict[int, dict[int, JobRow]] = {}
+_REQUESTS: dict[int, dict[int, tuple[int, JobRequest]]] = {}
+
+
+def _job_rows(cluster_id: int) -> list[JobRow]:
+    live = Job.objects.filter(pool__cluster_id=cluster_id).filter(
+        Q(status=JobStatus.PENDING, held=False) | Q(status__in=ACTIVE_STATUSES)
+    )
+    versions = dict(live.values_list("pk", "version"))
+    cache = _ROWS.setdefault(cluster_id, {})
+    for gone in cache.keys() - versions.keys():
+        del cache[gone]
+        _REQUESTS.get(cluster_id, {}).pop(gone, None)
+    stale = [pk for pk, version in versions.items() if pk not in cache or cache[pk].version != version]
+    for chunk in (stale[i : i + 10_000] for i in range(0, len(stale), 10_000)):
+        for row in Job.objects.filter(pk__in=chunk).values_list(*JOB_FIELDS):
+            cache[row[0]] = JobRow._make(row)
+    return [cache[pk] for pk in versions if pk in cache]
+
+
 def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
     now_ts = time.time()
     index = SnapshotIndex(cluster_id=cluster_id)
@@ -191,11 +234,7 @@ def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
             if end in hosts and link.up:
                 hca_gbps[end] += link.capacity_gbps
 
-    jobs = list(
-        Job.objects.filter(pool__cluster_id=cluster_id)
-        .filter(Q(status=JobStatus.PENDING, held=False) | Q(status__in=ACTIVE_STATUSES))
-        .select_related("tenant", "priority_class")
-    )
+    jobs = _job_rows(cluster_id)
     index.jobs = {j.pk: j for j in jobs}
     shares: dict[int, list[Share]] = defaultdict(list)
     held: dict[int, dict] = defaultdict(lambda: {"exclusive": None, "pct": 0, "mem": 0, "mig": [], "ts": 0})
@@ -263,8 +302,12 @@ def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
         )
 
     pending, running = [], []
+    requests = _REQUESTS.setdefault(cluster_id, {})
     for job in sorted(jobs, key=lambda j: j.queue_seq):
-        request = _request(job, hostname_of, now_ts)
+        cached = requests.get(job.pk)
+        if cached is None or cached[0] != job.version:
+            cached = requests[job.pk] = (job.version, _request(job, hostname_of, now_ts))
+        request = cached[1]
         if job.status == JobStatus.PENDING:
             pending.append(request)
         elif shares.get(job.pk):

@@ -89,11 +89,11 @@ class EventInline(admin.TabularInline):
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
     list_display = ["id", "name", "tenant", "pool", "gpus", "sharing", "priority_class", "status_badge", "held",
-                    "queue_position", "pending_reason"]  # fmt: skip
+                    "pending_reason"]  # fmt: skip
     list_filter = ["status", "held", "pool", "priority_class", "sharing", "workload"]
     search_fields = ["name", "tenant__name", "=id"]
     list_select_related = ["tenant", "pool__cluster", "priority_class"]
-    readonly_fields = ["status", "status_reason", "pending_reason", "queue_seq", "queue_position", "borrowed",
+    readonly_fields = ["status", "status_reason", "pending_reason", "queue_seq", "borrowed",
                        "held", "version", "submitted_at", "started_at", "finished_at", "last_migrated_at",
                        "attained_gpu_s"]  # fmt: skip
     inlines = [AllocationInline, EventInline]

@@ -47,3 +47,12 @@ class ShareKind(models.TextChoices):
 
 
 ALL_CHOICES = {"job_status": JobStatus, "sharing_mode": SharingMode, "workload": Workload}
+
+
+# Priority classes every installation starts with (operators add or change them in the admin).
+DEFAULT_PRIORITY_CLASSES = [
+    ("high", 100, False, "Production work; may preempt lower classes."),
+    ("normal", 50, True, "The default class."),
+    ("low", 10, True, "Runs when there is room; preempted first."),
+    ("best-effort", 0, True, "Scavenges idle GPUs; always preemptible."),
+]

@@ -45,12 +45,16 @@ def run_round(cluster_id: int, trigger: str = "manual") -> SchedulingRound:
             running=len(snapshot.running),
             engine_ms=engine_ms,
         )
+        t2 = time.perf_counter()
         applied = actions.apply_decisions(record.pk, decisions, index)
+        t3 = time.perf_counter()
         record.placed, record.preempted, record.migrated = applied.placed, applied.preempted, applied.migrated
         record.requeued, record.rejected_stale = applied.requeued, applied.rejected_stale
         record.decisions = applied.log[:2000]
         record.stats = {k: v for k, v in decisions.stats.items() if isinstance(v, int | float | str)}
         record.stats["load_ms"] = round((t1 - t0) * 1000, 1)
+        record.stats["apply_ms"] = round((t3 - t2) * 1000, 1)
+        record.stats["queue_ms"] = round(applied.queue_ms, 1)
         record.duration_ms = (time.perf_counter() - t0) * 1000
         record.save()
         ClusterScheduler.objects.filter(cluster_id=cluster_id).update(last_round_at=timezone.now())

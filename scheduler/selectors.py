@@ -72,6 +72,34 @@ def pool_capacities(pools: list[Pool]) -> dict[int, dict]:
     return result
 
 
+def queue_info(cluster_ids: list[int]) -> dict[int, tuple[int, str]]:
+    """job id -> (1-based place in its cluster's queue, why it waits), from the last round."""
+    from scheduler.models import ClusterScheduler
+
+    info: dict[int, tuple[int, str]] = {}
+    for queue in ClusterScheduler.objects.filter(cluster_id__in=cluster_ids).values_list("queue", flat=True):
+        texts = queue.get("texts", [])
+        for i, (job_id, reason) in enumerate(zip(queue.get("order", []), queue.get("reason", []), strict=True), 1):
+            info[job_id] = (i, texts[reason])
+    return info
+
+
+def queue_positions(cluster_ids: list[int]) -> dict[int, int]:
+    return {job_id: pos for job_id, (pos, _) in queue_info(cluster_ids).items()}
+
+
+class LazyQueue:
+    """Queue positions and reasons, loaded once per request per cluster, only if a pending job is shown."""
+
+    def __init__(self) -> None:
+        self._by_cluster: dict[int, dict[int, tuple[int, str]]] = {}
+
+    def get(self, cluster_id: int, job_id: int) -> tuple[int, str] | None:
+        if cluster_id not in self._by_cluster:
+            self._by_cluster[cluster_id] = queue_info([cluster_id])
+        return self._by_cluster[cluster_id].get(job_id)
+
+
 def tenant_usage(tenant_id: int) -> dict[int, int]:
     """GPUs (whole or shared, counted once per GPU) each pool's active jobs of a tenant hold."""
     rows = (

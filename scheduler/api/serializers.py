@@ -32,6 +32,8 @@ class JobSerializer(serializers.ModelSerializer):
     preemptible = serializers.BooleanField(
         required=False, allow_null=True, default=None, help_text="Default: the priority class's setting."
     )
+    queue_position = serializers.SerializerMethodField(help_text="1-based place among pending jobs, last round.")
+    pending_reason = serializers.SerializerMethodField(help_text="Why it waits, in plain words.")
     env = serializers.DictField(child=serializers.CharField(allow_blank=True, max_length=4096), required=False)
     gpus = serializers.IntegerField(min_value=1, max_value=100_000)
     nodes = serializers.IntegerField(min_value=1, required=False, allow_null=True)
@@ -52,6 +54,22 @@ class JobSerializer(serializers.ModelSerializer):
         model = Job
         fields = JOB_FIELDS
         read_only_fields = JOB_READ_ONLY
+
+    def _queue(self, job: Job) -> tuple[int, str] | None:
+        queue = self.context.get("queue")
+        if queue is None or job.status != "pending" or job.held:
+            return None
+        return queue.get(job.pool.cluster_id, job.pk)
+
+    def get_queue_position(self, job: Job) -> int | None:
+        entry = self._queue(job)
+        return entry[0] if entry else None
+
+    def get_pending_reason(self, job: Job) -> str:
+        if job.held:
+            return job.pending_reason
+        entry = self._queue(job)
+        return entry[1] if entry else ""
 
     def to_representation(self, job: Job) -> dict:
         data = super().to_representation(job)

@@ -22,7 +22,7 @@ from scheduler.api.serializers import (
 )
 from scheduler.choices import SharingMode, Workload
 from scheduler.models import Allocation, Job, Pool, PriorityClass, Quota
-from scheduler.selectors import pool_capacities, queue_counts
+from scheduler.selectors import LazyQueue, pool_capacities, queue_counts
 from scheduler.validation import check_request
 
 
@@ -30,7 +30,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = JobSerializer
     permission_classes = [IsOperatorOrTenant]
     filterset_class = JobFilterSet
-    ordering_fields = ["id", "submitted_at", "queue_position", "status"]
+    ordering_fields = ["id", "submitted_at", "queue_seq", "status"]
 
     def get_queryset(self) -> QuerySet[Job]:
         jobs = Job.objects.select_related("tenant", "pool__cluster", "priority_class", "dataset_node")
@@ -43,6 +43,11 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_serializer_class(self):
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer
+
+    def get_serializer_context(self) -> dict:
+        context = super().get_serializer_context()
+        context["queue"] = LazyQueue()
+        return context
 
     def perform_create(self, serializer):
         user = self.request.user

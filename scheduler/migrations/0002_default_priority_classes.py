@@ -1,11 +1,6 @@
 from django.db import migrations
 
-DEFAULTS = [
-    ("high", 100, False, "Production work; may preempt lower classes."),
-    ("normal", 50, True, "The default class."),
-    ("low", 10, True, "Runs when there is room; preempted first."),
-    ("best-effort", 0, True, "Scavenges idle GPUs; always preemptible."),
-]
+from scheduler.choices import DEFAULT_PRIORITY_CLASSES as DEFAULTS
 
 
 def create(apps, schema_editor):

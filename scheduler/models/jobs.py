@@ -35,10 +35,11 @@ class Job(models.Model):
 
     status = models.CharField(max_length=12, choices=JobStatus.choices, default=JobStatus.PENDING)
     status_reason = models.CharField(max_length=500, blank=True)
+    # Why an operator holds it. Why the scheduler leaves it waiting lives in ClusterScheduler.queue (one row
+    # per round, not one UPDATE per waiting job); the API shows whichever applies as `pending_reason`.
     pending_reason = models.CharField(max_length=500, blank=True)
     held = models.BooleanField(default=False, help_text="Held by an operator: not scheduled until released.")
     queue_seq = models.BigIntegerField(default=0, help_text="Place in line; kept when the job is requeued.")
-    queue_position = models.PositiveIntegerField(null=True, blank=True, help_text="1-based, from the last round.")
     borrowed = models.BooleanField(default=False, help_text="Runs on capacity borrowed beyond its quota.")
     attained_gpu_s = models.FloatField(default=0.0, help_text="GPU-seconds of service so far.")
     submitted_at = models.DateTimeField(auto_now_add=True)

@@ -7,6 +7,9 @@ class ClusterScheduler(models.Model):
     cluster = models.OneToOneField("fabric.Cluster", on_delete=models.CASCADE, related_name="scheduler")
     next_queue_seq = models.BigIntegerField(default=1)
     last_round_at = models.DateTimeField(null=True, blank=True)
+    # The queue as the last round left it, written once per round however long the queue:
+    # {"order": [job ids], "reason": [index into texts, per job], "texts": [distinct reasons]}.
+    queue = models.JSONField(default=dict, blank=True)
 
     def __str__(self) -> str:
         return f"scheduler of {self.cluster}"

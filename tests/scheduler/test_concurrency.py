@@ -7,52 +7,18 @@ one test transaction, so row locks and CHECKs behave as in production). SQLite c
 from __future__ import annotations
 
 import multiprocessing
-import random
 
 import pytest
 from django.db import connection, connections
 
 from scheduler import actions
-from scheduler.models import PriorityClass, Tenant
 from tests.factories import fat_tree
+from tests.scheduler.concurrency_worker import worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 PROCESSES = 8
 ITERATIONS = 12
-
-
-def worker(seed: int, cluster_id: int, pool_id: int, queue) -> None:
-    connections.close_all()  # a fresh connection of our own (fork copied the parent's socket)
-    from scheduler.models import Job, Pool
-    from scheduler.rounds import RoundBusy, run_round
-
-    rng = random.Random(seed)
-    pool = Pool.objects.get(pk=pool_id)
-    tenant = Tenant.objects.get(name=f"t{seed % 2}")
-    normal = PriorityClass.objects.get(name="normal")
-    rounds = busy = errors = 0
-    try:
-        for i in range(ITERATIONS):
-            size = rng.choice([1, 1, 2, 4, 8, 16])
-            shape = {"nodes": size // 8, "gpus_per_node": 8} if size >= 16 else {}
-            actions.submit_job(tenant, pool, normal, name=f"w{seed}-{i}", gpus=size, **shape)
-            try:
-                run_round(cluster_id, f"worker {seed}")
-                rounds += 1
-            except RoundBusy:
-                busy += 1
-            running = list(Job.objects.filter(pool=pool, status="running").order_by("?")[:2])
-            for job in running[:1]:
-                try:
-                    actions.finish_job(job, succeeded=True)
-                except (actions.ActionError, actions.StaleDecision):
-                    pass
-    except Exception as exc:  # reported to the parent, which fails the test
-        errors += 1
-        queue.put(("error", repr(exc)))
-    queue.put(("done", rounds, busy, errors))
-    connections.close_all()
 
 
 VIOLATIONS = {
@@ -80,22 +46,29 @@ def test_concurrent_rounds_never_double_allocate():
     pool = actions.ensure_scheduler(cluster)
     for i in range(2):
         actions.create_tenant(f"t{i}")
+    db = connection.settings_dict
+    url = f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST'] or ''}:{db['PORT'] or 5432}/{db['NAME']}"
+    if not db["HOST"]:  # a unix socket (the throwaway server): libpq takes its directory as ?host=
+        url = f"postgres://{db['USER']}@/{db['NAME']}?host={db['OPTIONS'].get('host', '/tmp')}"
     connections.close_all()
-    ctx = multiprocessing.get_context("fork")
+    # Spawned, not forked: a fresh interpreter per process, no inherited sockets, threads or event loops.
+    ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(s, cluster.pk, pool.pk, queue)) for s in range(PROCESSES)]
+    procs = [
+        ctx.Process(target=worker, args=(s, url, cluster.pk, pool.pk, ITERATIONS, queue)) for s in range(PROCESSES)
+    ]
     for p in procs:
         p.start()
     for p in procs:
         p.join(timeout=300)
-    reports = [queue.get(timeout=5) for _ in range(len(procs))]
-    while not queue.empty():
-        reports.append(queue.get())
+    reports = []
+    while len([r for r in reports if r[0] == "done"]) < PROCESSES:
+        reports.append(queue.get(timeout=30))
     errors = [r for r in reports if r[0] == "error"]
     assert not errors, errors
     done = [r for r in reports if r[0] == "done"]
     assert len(done) == PROCESSES
-    assert sum(r[1] for r in done) > 0  # rounds really ran concurrently with submits
+    assert sum(r[2] for r in done) > 0  # rounds really ran concurrently with submits
 
     with connection.cursor() as cursor:
         found = {}

@@ -8,6 +8,7 @@ from fabric import actions as fabric_actions
 from fabric.models import GPU, Node
 from scheduler.models import Allocation, GpuLedger, Job, SchedulingRound
 from scheduler.rounds import run_round
+from scheduler.selectors import queue_info
 
 pytestmark = pytest.mark.django_db
 
@@ -30,8 +31,8 @@ def test_round_records_pending_reason_and_position(cluster, submit):
     too_big.refresh_from_db()
     assert fits.status == "running"
     assert too_big.status == "pending"
-    assert too_big.pending_reason  # a sentence a person understands
-    assert too_big.queue_position == 1
+    position, reason = queue_info([cluster.pk])[too_big.pk]
+    assert (position, bool(reason)) == (1, True)  # a sentence a person understands
 
 
 def test_ledger_matches_allocations_after_round(cluster, submit):
@@ -60,7 +61,7 @@ def test_drained_node_takes_no_new_jobs(cluster, submit):
     job = submit(1)
     run_round(cluster.pk, "test")
     job.refresh_from_db()
-    assert job.status == "pending" and job.pending_reason
+    assert job.status == "pending" and queue_info([cluster.pk])[job.pk][1]
 
 
 def test_round_is_recorded(cluster, submit):
@@ -87,3 +88,21 @@ def test_stale_placement_is_rejected_not_applied(cluster, submit, monkeypatch):
     assert (record.placed, record.rejected_stale) == (0, 1)
     assert not Allocation.objects.filter(active=True).exists()
     assert GPU.objects.count() == 32
+
+
+def test_gpu_failure_triggers_a_round_after_commit(cluster, submit, django_capture_on_commit_callbacks):
+    job = submit(8)
+    run_round(cluster.pk, "test")
+    gpu = Allocation.objects.filter(job=job, active=True).first().gpu
+    before = SchedulingRound.objects.count()
+    with django_capture_on_commit_callbacks(execute=True):
+        fabric_actions.update_inventory_object(gpu, {"health": "failed"})
+    assert SchedulingRound.objects.count() == before + 1  # the health change requested a round (eager in tests)
+    assert not Allocation.objects.filter(job=job, active=True, gpu=gpu).exists()
+
+
+def test_submit_requests_a_round_after_commit(cluster, submit, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        job = submit(2)
+    job.refresh_from_db()
+    assert job.status == "running"

@@ -88,7 +88,6 @@ def snapshot() -> dict:
                 "pending_reason",
                 "held",
                 "queue_seq",
-                "queue_position",
                 "borrowed",
                 "version",
                 "priority_class_id",

@@ -36,6 +36,7 @@ class Command(BaseCommand):
         self.stdout.write("migrating the database ...")
         call_command("migrate", interactive=False, verbosity=0)
         self._clusters(o["nodes"])
+        tokens = self._scheduler()
         password = self._operator()
         url = f"http://127.0.0.1:{o['port']}/"
         self.stdout.write(
@@ -45,6 +46,7 @@ class Command(BaseCommand):
                 f"  admin   {url}admin/\n"
                 f"  API     {url}api/v1/  (docs: {url}api/v1/docs/)\n"
                 f"  login   user 'admin', password '{password}'\n"
+                + "".join(f"  tenant  {who}: Authorization: Token {key}\n" for who, key in tokens.items())
             )
         )
         if not o["no_serve"]:
@@ -72,6 +74,72 @@ class Command(BaseCommand):
             self.stdout.write("importing cluster 'sx6036' from a real ibnetdiscover output ...")
             import_text("sx6036", "ibnetdiscover", read_text(REAL_FABRIC), source=REAL_FABRIC.name)
             import_text("sx6036", "nvidia-topo", read_text(REAL_TOPO), source=REAL_TOPO.name, node="stage100")
+
+    def _scheduler(self) -> dict[str, str]:
+        """Pools, two tenants with quotas and API tokens, and a first batch of jobs on the demo cluster."""
+        from rest_framework.authtoken.models import Token
+
+        from fabric.models import Node
+        from scheduler import actions as sched
+        from scheduler.models import Job, Pool, PriorityClass
+        from scheduler.rounds import run_round
+
+        cluster = Cluster.objects.get(name="demo")
+        default = sched.ensure_scheduler(cluster)
+        if not Pool.objects.filter(cluster=cluster, name="inference-mig").exists():
+            compute = list(Node.objects.filter(cluster=cluster, role="compute").order_by("-hostname"))
+            mig = sched.create_pool(cluster, "inference-mig", sharing="mig")
+            sched.assign_nodes(mig, compute[:4])
+            mps = sched.create_pool(cluster, "notebooks-mps", sharing="mps")
+            sched.assign_nodes(mps, compute[4:8])
+        pools = {p.name: p for p in Pool.objects.filter(cluster=cluster)}
+        tokens = {}
+        for tenant_name, user_name, share in (("acme", "alice", 0.6), ("globex", "bob", 0.4)):
+            tenant = sched.create_tenant(tenant_name, max_priority="high")
+            user, _ = get_user_model().objects.get_or_create(username=user_name)
+            sched.add_member(tenant, user)
+            gpus = default.cluster.nodes.filter(role="compute").count() * 8
+            sched.set_quota(tenant, default, guaranteed_gpus=int(gpus * share * 0.8), borrow_limit=int(gpus * 0.3))
+            for name in ("inference-mig", "notebooks-mps"):
+                sched.set_quota(tenant, pools[name], guaranteed_gpus=16, borrow_limit=8)
+            tokens[f"{tenant_name}/{user_name}"] = Token.objects.get_or_create(user=user)[0].key
+        if not Job.objects.filter(pool__cluster=cluster).exists():
+            self.stdout.write("queueing demo jobs and running a first scheduling round ...")
+            self._demo_jobs(cluster, pools, PriorityClass.objects.get(name="normal"))
+            record = run_round(cluster.pk, "demo start")
+            self.stdout.write(f"  round: {record.placed} placed, {record.pending - record.placed} waiting")
+        return tokens
+
+    def _demo_jobs(self, cluster, pools, normal) -> None:
+        from scheduler import actions as sched
+        from scheduler.models import Tenant
+
+        acme, globex = Tenant.objects.get(name="acme"), Tenant.objects.get(name="globex")
+        default = next(p for p in pools.values() if p.is_default)
+        shapes = [(64, 8), (32, 4), (16, 2), (8, None), (8, None), (4, None), (2, None), (1, None)] * 9
+        for i, (gpus, nodes) in enumerate(shapes):
+            tenant = acme if i % 3 else globex
+            gang = {"nodes": nodes, "gpus_per_node": 8} if nodes else {}
+            sched.submit_jobs_bulk(
+                tenant,
+                default,
+                normal,
+                [{"name": f"train-{i}", "gpus": gpus, "est_runtime_s": 3600 * (1 + i % 5), **gang}],
+                request_round=False,
+            )
+        for i in range(20):
+            sched.submit_jobs_bulk(
+                acme if i % 2 else globex, pools["inference-mig"], normal,
+                [{"name": f"serve-{i}", "gpus": 1, "sharing": "mig", "mig_profile": "1g.10gb" if i % 3 else "3g.40gb",
+                  "workload": "inference"}],
+                request_round=False,
+            )  # fmt: skip
+            sched.submit_jobs_bulk(
+                acme if i % 2 else globex, pools["notebooks-mps"], normal,
+                [{"name": f"notebook-{i}", "gpus": 1, "sharing": "mps", "mps_compute_pct": 25,
+                  "mps_memory_mib": 16384}],
+                request_round=False,
+            )  # fmt: skip
 
     def _operator(self) -> str:
         """The demo's operator login; its password is kept in var/ so it stays the same across restarts."""

@@ -68,7 +68,9 @@ class Command(BaseCommand):
             full.append(record.duration_ms / 1000)
             placed.append(record.placed)
             self.say(
-                f"full round {i + 1}: {record.duration_ms:.0f} ms (engine {record.engine_ms:.0f} ms), "
+                f"full round {i + 1}: {record.duration_ms:.0f} ms (load {record.stats['load_ms']:.0f}, engine "
+                f"{record.engine_ms:.0f}, apply {record.stats['apply_ms']:.0f} of which queue "
+                f"{record.stats['queue_ms']:.0f} ms), "
                 f"{record.placed} placed, {record.rejected_stale} stale"
             )
         result = {
