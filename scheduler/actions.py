@@ -12,7 +12,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
@@ -395,10 +395,7 @@ class Applied:
     failed: int = 0
     rejected_stale: int = 0
     queue_ms: float = 0.0
-    log: list[dict] = None  # type: ignore[assignment]
-
-    def __post_init__(self) -> None:
-        self.log = []
+    log: list[dict] = field(default_factory=list)
 
 
 def apply_decisions(round_id: int, decisions, index) -> Applied:
