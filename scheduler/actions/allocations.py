@@ -1,0 +1,166 @@
+"""Allocations through the GPU ledger: conditional UPDATEs, CHECKs and unique claims refuse double allocation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from fabric.models import GPU, Node
+from scheduler.actions.errors import StaleDecision
+from scheduler.choices import ShareKind
+from scheduler.models import (
+    Allocation,
+    GpuLedger,
+    Job,
+    MigSliceClaim,
+)
+
+
+@dataclass(frozen=True)
+class ShareSpec:
+    """One GPU's part for a job, as the engine decided it."""
+
+    gpu_id: int
+    kind: str
+    compute_pct: int = 100
+    memory_mib: int = 0
+    mig_profile: str = ""
+    mig_start: int | None = None
+    mig_slices: int = 0
+    replica: int | None = None
+
+
+def _ensure_ledgers(gpu_ids: Iterable[int]) -> None:
+    ids = set(gpu_ids)
+    have = set(GpuLedger.objects.filter(gpu_id__in=ids).values_list("gpu_id", flat=True))
+    missing = ids - have
+    if missing:
+        totals = dict(GPU.objects.filter(pk__in=missing).values_list("pk", "memory_mib"))
+        GpuLedger.objects.bulk_create(
+            [GpuLedger(gpu_id=g, memory_total_mib=totals[g]) for g in missing], ignore_conflicts=True
+        )
+
+
+def ensure_cluster_ledgers(cluster_id: int) -> int:
+    """A ledger row for every GPU of the cluster that lacks one, in one INSERT ... SELECT."""
+    ledger = connection.ops.quote_name(GpuLedger._meta.db_table)
+    gpu = connection.ops.quote_name(GPU._meta.db_table)
+    node = connection.ops.quote_name(Node._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {ledger} (gpu_id, compute_pct, memory_mib, memory_total_mib, mig_slices, replicas, "
+            f"replicas_max) SELECT g.id, 0, 0, g.memory_mib, 0, 0, 1 FROM {gpu} g JOIN {node} n ON n.id = g.node_id "
+            f"WHERE n.cluster_id = %s AND NOT EXISTS (SELECT 1 FROM {ledger} l WHERE l.gpu_id = g.id)",
+            [cluster_id],
+        )
+        return cursor.rowcount
+
+
+def _claim(job: Job, share: ShareSpec, replicas_max: int) -> Allocation:
+    """Take one share through the ledger; raise StaleDecision when the GPU no longer has room."""
+    ledger = GpuLedger.objects.filter(gpu_id=share.gpu_id)
+    if share.kind in (ShareKind.WHOLE, ShareKind.MPS):
+        taken = ledger.filter(
+            compute_pct__lte=100 - share.compute_pct,
+            memory_mib__lte=F("memory_total_mib") - share.memory_mib,
+            mig_slices=0,
+            replicas=0,
+        ).update(compute_pct=F("compute_pct") + share.compute_pct, memory_mib=F("memory_mib") + share.memory_mib)
+    elif share.kind == ShareKind.MIG:
+        taken = ledger.filter(compute_pct=0, replicas=0, mig_slices__lte=8 - share.mig_slices).update(
+            mig_slices=F("mig_slices") + share.mig_slices
+        )
+    else:
+        taken = ledger.filter(compute_pct=0, mig_slices=0, replicas__lt=replicas_max).update(
+            replicas=F("replicas") + 1, replicas_max=replicas_max
+        )
+    if not taken:
+        raise StaleDecision(f"GPU {share.gpu_id} no longer has room for a {share.kind} share")
+    allocation = Allocation.objects.create(
+        job=job,
+        gpu_id=share.gpu_id,
+        kind=share.kind,
+        compute_pct=share.compute_pct,
+        memory_mib=share.memory_mib,
+        mig_profile=share.mig_profile,
+        mig_start=share.mig_start,
+        mig_slices=share.mig_slices,
+        replica=share.replica,
+    )
+    if share.kind == ShareKind.MIG:
+        MigSliceClaim.objects.bulk_create(
+            [
+                MigSliceClaim(gpu_id=share.gpu_id, slice=s, allocation=allocation)
+                for s in range(share.mig_start, share.mig_start + share.mig_slices)
+            ]
+        )
+    return allocation
+
+
+def allocate(job: Job, shares: Sequence[ShareSpec], *, replicas_max: int = 1) -> list[Allocation]:
+    """All shares or none (a savepoint): a gang never holds part of its GPUs."""
+    _ensure_ledgers(s.gpu_id for s in shares)
+    try:
+        with transaction.atomic():
+            return [_claim(job, share, replicas_max) for share in shares]
+    except IntegrityError as exc:  # the database refused a double allocation the ledger did not catch
+        raise StaleDecision(f"job {job.pk}: {exc}") from exc
+
+
+def release_allocations(job: Job) -> int:
+    """Give back everything the job holds; the ledger sums go down by exactly what it held."""
+    held = list(Allocation.objects.select_for_update().filter(job=job, active=True))
+    for a in held:
+        ledger = GpuLedger.objects.filter(gpu_id=a.gpu_id)
+        if a.kind in (ShareKind.WHOLE, ShareKind.MPS):
+            ledger.update(compute_pct=F("compute_pct") - a.compute_pct, memory_mib=F("memory_mib") - a.memory_mib)
+        elif a.kind == ShareKind.MIG:
+            ledger.update(mig_slices=F("mig_slices") - a.mig_slices)
+        else:
+            ledger.update(replicas=F("replicas") - 1)
+    MigSliceClaim.objects.filter(allocation__in=held).delete()
+    Allocation.objects.filter(pk__in=[a.pk for a in held]).update(active=False, released_at=timezone.now())
+    return len(held)
+
+
+def _fits(ledger: GpuLedger, share: ShareSpec, replicas_max: int) -> bool:
+    """The same conditions as _claim's conditional UPDATE, on a locked ledger row in memory."""
+    if share.kind in (ShareKind.WHOLE, ShareKind.MPS):
+        return (
+            ledger.compute_pct + share.compute_pct <= 100
+            and ledger.memory_mib + share.memory_mib <= ledger.memory_total_mib
+            and ledger.mig_slices == 0
+            and ledger.replicas == 0
+        )
+    if share.kind == ShareKind.MIG:
+        return ledger.compute_pct == 0 and ledger.replicas == 0 and ledger.mig_slices + share.mig_slices <= 8
+    return ledger.compute_pct == 0 and ledger.mig_slices == 0 and ledger.replicas < replicas_max
+
+
+def _take(ledger: GpuLedger, share: ShareSpec, replicas_max: int) -> None:
+    if share.kind in (ShareKind.WHOLE, ShareKind.MPS):
+        ledger.compute_pct += share.compute_pct
+        ledger.memory_mib += share.memory_mib
+    elif share.kind == ShareKind.MIG:
+        ledger.mig_slices += share.mig_slices
+    else:
+        ledger.replicas += 1
+        ledger.replicas_max = replicas_max
+
+
+def _insert_rows(model, columns: list[str], rows: list[tuple]) -> None:
+    """Many plain rows at once: COPY on PostgreSQL (no model instances, no SQL to compile), bulk_create elsewhere."""
+    if not rows:
+        return
+    if connection.vendor != "postgresql":
+        model.objects.bulk_create([model(**dict(zip(columns, row, strict=True))) for row in rows], batch_size=2000)
+        return
+    table = connection.ops.quote_name(model._meta.db_table)
+    names = ", ".join(connection.ops.quote_name(model._meta.get_field(c.removesuffix("_id")).column) for c in columns)
+    with connection.cursor() as cursor, cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)

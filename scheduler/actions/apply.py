@@ -1,0 +1,283 @@
+"""Applying a round's decisions in the round's transaction, in the order the engine documents."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from scheduler import events
+from scheduler.actions.allocations import (
+    ShareSpec,
+    _ensure_ledgers,
+    _fits,
+    _insert_rows,
+    _take,
+    allocate,
+    release_allocations,
+)
+from scheduler.actions.errors import ActionError, StaleDecision
+from scheduler.actions.jobs import SCHEDULER, _move
+from scheduler.choices import ACTIVE_STATUSES, JobStatus, ShareKind
+from scheduler.models import (
+    Allocation,
+    ClusterScheduler,
+    GpuLedger,
+    Job,
+    JobEvent,
+    MigSliceClaim,
+    Pool,
+)
+
+log = logging.getLogger(__name__)
+
+
+def _shares(placement, index) -> list[ShareSpec]:
+    """The engine's shares with what the ledger needs (memory held, MIG memory slots)."""
+    from scheduler.core.mig import profiles_for
+
+    specs = []
+    for s in placement.shares:
+        memory = index.gpu_memory[s.gpu_id]
+        if s.kind == ShareKind.MIG:
+            profile = profiles_for(index.gpu_model[s.gpu_id], memory)[s.mig_profile]
+            specs.append(
+                ShareSpec(s.gpu_id, s.kind, compute_pct=0, memory_mib=profile.memory_mib, mig_profile=s.mig_profile,
+                          mig_start=s.mig_start, mig_slices=profile.memory_slots)
+            )  # fmt: skip
+        elif s.kind == ShareKind.WHOLE:
+            specs.append(ShareSpec(s.gpu_id, s.kind, compute_pct=100, memory_mib=memory))
+        elif s.kind == ShareKind.MPS:
+            specs.append(ShareSpec(s.gpu_id, s.kind, compute_pct=s.compute_pct, memory_mib=s.memory_mib))
+        else:
+            specs.append(ShareSpec(s.gpu_id, s.kind, compute_pct=0, memory_mib=0, replica=s.replica))
+    return specs
+
+
+@dataclass
+class Applied:
+    placed: int = 0
+    preempted: int = 0
+    migrated: int = 0
+    requeued: int = 0
+    failed: int = 0
+    rejected_stale: int = 0
+    queue_ms: float = 0.0
+    log: list[dict] = field(default_factory=list)
+
+
+def apply_decisions(round_id: int, decisions, index) -> Applied:
+    """Apply one round in the caller's transaction, in the order the engine documents.
+
+    Each decision runs in its own savepoint: one made stale by a concurrent change (a job cancelled,
+    a GPU taken) is skipped and counted, the others still apply, and the job is retried next round.
+    Until node agents launch jobs (issue 6), a stop is immediate: preempted jobs requeue at once and
+    migrations relaunch at once.
+    """
+    done = Applied()
+    jobs, pools = index.jobs, index.pools
+    now = timezone.now()
+
+    def attempt(kind: str, job_id: int, fn) -> bool:
+        try:
+            with transaction.atomic():
+                fn()
+        except (StaleDecision, ActionError) as exc:
+            done.rejected_stale += 1
+            done.log.append({"kind": "stale", "job": job_id, "what": kind, "why": str(exc)})
+            return False
+        return True
+
+    for job_id, reason in decisions.requeues:
+        if attempt("requeue", job_id, lambda jid=job_id, r=reason: _requeue(index.job(jid), r, round_id)):
+            done.requeued += 1
+            done.log.append({"kind": "requeue", "job": job_id, "why": reason})
+    for job_id, reason in decisions.failures:
+        if attempt("failure", job_id, lambda jid=job_id, r=reason: _fail(index.job(jid), r, round_id)):
+            done.failed += 1
+            done.log.append({"kind": "failure", "job": job_id, "why": reason})
+    for p in decisions.preemptions:
+        if attempt("preemption", p.job_id, lambda p=p: _preempt(index.job(p.job_id), p, round_id)):
+            done.preempted += 1
+            done.log.append({"kind": "preemption", "job": p.job_id, "for": p.for_job, "why": p.reason})
+    for m in decisions.migrations:
+        job = index.job(m.job_id)
+        specs = _shares(m.placement, index)
+        if attempt("migration", m.job_id, lambda j=job, m=m, s=specs: _migrate(j, m, s, pools, round_id, now)):
+            done.migrated += 1
+            done.log.append({"kind": "migration", "job": m.job_id, "to": list(m.placement.nodes), "why": m.reason})
+    try:
+        with transaction.atomic():
+            placed, stale = _place_all(decisions.placements, index, round_id, now)
+    except IntegrityError:  # the database saw a conflict the locked ledger did not: go one by one
+        placed, stale = [], []
+        for p in decisions.placements:
+            job, specs = index.job(p.job_id), _shares(p, index)
+            if attempt("placement", p.job_id, lambda j=job, p=p, s=specs: _place(j, p, s, pools, round_id, now)):
+                placed.append(p)
+    for p in placed:
+        done.log.append({"kind": "placement", "job": p.job_id, "nodes": list(p.nodes), "why": p.explanation})
+    for job_id, why in stale:
+        done.log.append({"kind": "stale", "job": job_id, "what": "placement", "why": why})
+    done.placed += len(placed)
+    done.rejected_stale += len(stale)
+
+    t = time.perf_counter()
+    _record_queue(index.cluster_id, decisions, jobs)
+    done.queue_ms = (time.perf_counter() - t) * 1000
+    return done
+
+
+def _requeue(job: Job, reason: str, round_id: int) -> None:
+    release_allocations(job)
+    _move(job, JobStatus.PENDING, reason, actor=SCHEDULER, expect=ACTIVE_STATUSES, round_id=round_id,
+          started_at=None)  # fmt: skip
+
+
+def _fail(job: Job, reason: str, round_id: int) -> None:
+    release_allocations(job)
+    _move(job, JobStatus.FAILED, reason, actor=SCHEDULER, expect=ACTIVE_STATUSES, round_id=round_id,
+          finished_at=timezone.now())  # fmt: skip
+
+
+def _preempt(job: Job, p, round_id: int) -> None:
+    _move(job, JobStatus.PREEMPTED, p.reason, actor=SCHEDULER, expect=ACTIVE_STATUSES, round_id=round_id)
+    release_allocations(job)
+    _move(job, JobStatus.PENDING, f"requeued after preemption for job {p.for_job}", actor=SCHEDULER,
+          expect=[JobStatus.PREEMPTED], round_id=round_id, started_at=None, borrowed=False)  # fmt: skip
+
+
+def _migrate(job: Job, m, specs: list[ShareSpec], pools: dict[int, Pool], round_id: int, now) -> None:
+    _move(job, JobStatus.MIGRATING, m.reason, actor=SCHEDULER, expect=[JobStatus.RUNNING], round_id=round_id)
+    old = list(Allocation.objects.filter(job=job, active=True).values_list("pk", flat=True))
+    release_allocations(job)
+    allocate(job, specs, replicas_max=pools[job.pool_id].timeslice_replicas)
+    where = ", ".join(m.placement.nodes)
+    _move(job, JobStatus.RUNNING, f"moved to {where}: {m.placement.explanation}", actor=SCHEDULER,
+          expect=[JobStatus.MIGRATING], round_id=round_id, last_migrated_at=now)  # fmt: skip
+    log.info("job %s migrated off %d allocations", job.pk, len(old))
+
+
+def _place(job: Job, p, specs: list[ShareSpec], pools: dict[int, Pool], round_id: int, now) -> None:
+    allocate(job, specs, replicas_max=pools[job.pool_id].timeslice_replicas)
+    where = ", ".join(p.nodes)
+    _move(job, JobStatus.RUNNING, f"placed on {where}: {p.explanation}", actor=SCHEDULER,
+          expect=[JobStatus.PENDING], round_id=round_id, started_at=now, borrowed=p.borrowed,
+          )  # fmt: skip
+
+
+def _place_all(placements, index, round_id: int, now) -> tuple[list, list[tuple[int, str]]]:
+    """Every placement of a round in a fixed number of statements (the round holds the cluster lock).
+
+    The jobs and the GPU ledgers are locked and re-checked in memory (same rules as the conditional
+    UPDATE of a single claim); a placement whose job changed or whose GPUs filled since the snapshot
+    is left out whole and reported stale. The CHECK and unique constraints still guard every write.
+    """
+    if not placements:
+        return [], []
+    specs = {p.job_id: _shares(p, index) for p in placements}
+    current = {
+        pk: (status, version, held)
+        for pk, status, version, held in Job.objects.select_for_update()
+        .filter(pk__in=list(specs))
+        .values_list("pk", "status", "version", "held")
+    }
+    ledger_fields = (
+        "gpu_id",
+        "compute_pct",
+        "memory_mib",
+        "memory_total_mib",
+        "mig_slices",
+        "replicas",
+        "replicas_max",
+    )
+    wanted = {s.gpu_id for v in specs.values() for s in v}
+
+    def lock(ids) -> dict[int, GpuLedger]:
+        rows = GpuLedger.objects.select_for_update().filter(gpu_id__in=ids).values_list(*ledger_fields)
+        return {row[0]: GpuLedger(**dict(zip(ledger_fields, row, strict=True))) for row in rows}
+
+    ledgers = lock(wanted)
+    if len(ledgers) < len(wanted):  # GPUs imported after the scheduler first saw the cluster
+        _ensure_ledgers(wanted - ledgers.keys())
+        ledgers.update(lock(wanted - ledgers.keys()))
+    placed, stale, touched = [], [], set()
+    for p in placements:
+        job = index.jobs[p.job_id]
+        if current.get(p.job_id) != (JobStatus.PENDING, job.version, False):
+            stale.append((p.job_id, f"job {p.job_id} changed since the snapshot"))
+            continue
+        replicas_max = index.pools[job.pool_id].timeslice_replicas
+        if not all(_fits(ledgers[s.gpu_id], s, replicas_max) for s in specs[p.job_id]):
+            stale.append((p.job_id, f"job {p.job_id}: its GPUs filled since the snapshot"))
+            continue
+        for s in specs[p.job_id]:
+            _take(ledgers[s.gpu_id], s, replicas_max)
+            touched.add(s.gpu_id)
+        placed.append(p)
+    if not placed:
+        return placed, stale
+
+    # Absolute values are safe: the rows are locked. Most touched GPUs end alike (whole and full), so one
+    # UPDATE per distinct end state.
+    by_state: dict[tuple, list[int]] = defaultdict(list)
+    for g in touched:
+        lg = ledgers[g]
+        by_state[(lg.compute_pct, lg.memory_mib, lg.mig_slices, lg.replicas, lg.replicas_max)].append(g)
+    for (pct, memory, slices, replicas, replicas_max), ids in by_state.items():
+        GpuLedger.objects.filter(gpu_id__in=ids).update(
+            compute_pct=pct, memory_mib=memory, mig_slices=slices, replicas=replicas, replicas_max=replicas_max
+        )
+    shares = [(p.job_id, s) for p in placed for s in specs[p.job_id]]
+    # MIG allocations need their ids for the slot claims; the rest are streamed.
+    mig = [
+        Allocation(job_id=j, gpu_id=s.gpu_id, kind=s.kind, compute_pct=s.compute_pct, memory_mib=s.memory_mib,
+                   mig_profile=s.mig_profile, mig_start=s.mig_start, mig_slices=s.mig_slices)
+        for j, s in shares
+        if s.kind == ShareKind.MIG
+    ]  # fmt: skip
+    Allocation.objects.bulk_create(mig, batch_size=2000)
+    MigSliceClaim.objects.bulk_create(
+        [MigSliceClaim(gpu_id=a.gpu_id, slice=slot, allocation=a) for a in mig
+         for slot in range(a.mig_start, a.mig_start + a.mig_slices)],
+        batch_size=2000,
+    )  # fmt: skip
+    _insert_rows(
+        Allocation,
+        ["job_id", "gpu_id", "kind", "compute_pct", "memory_mib", "mig_profile", "mig_start", "mig_slices",
+         "replica", "active", "created"],
+        [(j, s.gpu_id, s.kind, s.compute_pct, s.memory_mib, "", None, 0, s.replica, True, now)
+         for j, s in shares if s.kind != ShareKind.MIG],
+    )  # fmt: skip
+    # The full "placed on ...: why" goes to each job's event; the job row gets one shared status line.
+    status_reason = f"placed by scheduling round {round_id}"
+    for borrowed in (False, True):
+        ids = [p.job_id for p in placed if p.borrowed == borrowed]
+        for chunk in (ids[i : i + 10_000] for i in range(0, len(ids), 10_000)):
+            Job.objects.filter(pk__in=chunk).update(
+                status=JobStatus.RUNNING, status_reason=status_reason, started_at=now, borrowed=borrowed,
+                version=F("version") + 1,
+            )  # fmt: skip
+    _insert_rows(
+        JobEvent,
+        ["job_id", "at", "from_status", "to_status", "reason", "actor", "round_id"],
+        [(p.job_id, now, JobStatus.PENDING, JobStatus.RUNNING, f"placed on {', '.join(p.nodes)}: {p.explanation}"[:500],
+          SCHEDULER, round_id) for p in placed],
+    )  # fmt: skip
+    events.jobs_changed_on_commit(index.cluster_id, [(p.job_id, JobStatus.RUNNING) for p in placed])
+    return placed, stale
+
+
+def _record_queue(cluster_id: int, decisions, jobs: dict) -> None:
+    """The queue order and every pending reason, in one row per cluster (many jobs share a reason)."""
+    placed = {p.job_id for p in decisions.placements}
+    order = [j for j in decisions.queue_order if j not in placed and j in jobs]
+    texts: dict[str, int] = {}
+    reasons = [texts.setdefault(decisions.pending_reasons.get(j, "")[:500], len(texts)) for j in order]
+    queue = {"order": order, "reason": reasons, "texts": list(texts)}
+    ClusterScheduler.objects.filter(cluster_id=cluster_id).update(queue=queue)

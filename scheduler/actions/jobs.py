@@ -1,0 +1,164 @@
+"""Job lifecycle: every status change, with a JobEvent and its reason; rounds requested after commit."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from scheduler import events
+from scheduler.actions.allocations import release_allocations
+from scheduler.actions.errors import ActionError, StaleDecision
+from scheduler.choices import ACTIVE_STATUSES, FINAL_STATUSES, JobStatus
+from scheduler.models import (
+    Job,
+    JobEvent,
+    Pool,
+    PriorityClass,
+    Tenant,
+)
+
+log = logging.getLogger(__name__)
+
+SCHEDULER = "scheduler"
+
+
+def _event(job: Job, to: str, reason: str, *, actor: str, round_id: int | None = None, from_status=None) -> None:
+    JobEvent.objects.create(
+        job=job,
+        from_status=job.status if from_status is None else from_status,
+        to_status=to,
+        reason=reason[:500],
+        actor=actor,
+        round_id=round_id,
+    )
+
+
+def _move(job: Job, to: str, reason: str, *, actor: str, expect: Sequence[str], round_id: int | None = None, **fields):
+    """Conditional status change: only from one of `expect`, and only if nobody changed the job meanwhile."""
+    updated = Job.objects.filter(pk=job.pk, status__in=expect, version=job.version).update(
+        status=to, status_reason=reason[:500], version=F("version") + 1, **fields
+    )
+    if not updated:
+        raise StaleDecision(f"job {job.pk} changed since it was read (wanted {'/'.join(expect)} -> {to})")
+    _event(job, to, reason, actor=actor, round_id=round_id)
+    job.refresh_from_db()
+    events.job_changed_on_commit(job)
+
+
+@transaction.atomic
+def submit_job(tenant: Tenant, pool: Pool, priority_class: PriorityClass, *, actor: str = "", **request: Any) -> Job:
+    """Queue a validated request (scheduler.validation checks it first). A round follows on commit."""
+    job = Job.objects.create(tenant=tenant, pool=pool, priority_class=priority_class, **request)
+    Job.objects.filter(pk=job.pk).update(queue_seq=job.pk)
+    job.queue_seq = job.pk
+    _event(job, JobStatus.PENDING, "submitted", actor=actor or str(tenant), from_status="")
+    events.job_changed_on_commit(job)
+    request_round_on_commit(pool.cluster_id, f"job {job.pk} submitted")
+    return job
+
+
+def _locked(job: Job) -> Job:
+    return Job.objects.select_for_update().select_related("pool").get(pk=job.pk)
+
+
+@transaction.atomic
+def cancel_job(job: Job, *, actor: str, reason: str = "cancelled") -> Job:
+    job = _locked(job)
+    if job.status in FINAL_STATUSES:
+        raise ActionError(f"job {job.pk} is already {job.status}")
+    release_allocations(job)
+    _move(job, JobStatus.CANCELLED, reason, actor=actor, expect=[job.status], finished_at=timezone.now())
+    request_round_on_commit(job.pool.cluster_id, f"job {job.pk} cancelled")
+    return job
+
+
+@transaction.atomic
+def finish_job(job: Job, *, succeeded: bool, reason: str = "", actor: str = "node agent") -> Job:
+    job = _locked(job)
+    if job.status not in ACTIVE_STATUSES:
+        raise ActionError(f"job {job.pk} is {job.status}, not running")
+    release_allocations(job)
+    to = JobStatus.COMPLETED if succeeded else JobStatus.FAILED
+    _move(job, to, reason or ("exited 0" if succeeded else "failed"), actor=actor, expect=ACTIVE_STATUSES,
+          finished_at=timezone.now())  # fmt: skip
+    request_round_on_commit(job.pool.cluster_id, f"job {job.pk} finished")
+    return job
+
+
+@transaction.atomic
+def hold_job(job: Job, *, actor: str, reason: str = "held by an operator") -> Job:
+    job = _locked(job)
+    if job.status != JobStatus.PENDING:
+        raise ActionError(f"only pending jobs can be held; job {job.pk} is {job.status}")
+    if job.held:
+        raise ActionError(f"job {job.pk} is already held")
+    Job.objects.filter(pk=job.pk).update(held=True, pending_reason=reason, version=F("version") + 1)
+    _event(job, JobStatus.PENDING, reason, actor=actor)
+    job.refresh_from_db()
+    events.job_changed_on_commit(job)
+    return job
+
+
+@transaction.atomic
+def release_job(job: Job, *, actor: str) -> Job:
+    job = _locked(job)
+    if not job.held:
+        raise ActionError(f"job {job.pk} is not held")
+    Job.objects.filter(pk=job.pk).update(held=False, pending_reason="", version=F("version") + 1)
+    _event(job, job.status, "released by an operator", actor=actor)
+    job.refresh_from_db()
+    events.job_changed_on_commit(job)
+    request_round_on_commit(job.pool.cluster_id, f"job {job.pk} released")
+    return job
+
+
+@transaction.atomic
+def requeue_job(job: Job, *, actor: str, reason: str = "requeued by an operator", round_id: int | None = None) -> Job:
+    """A running job goes back to pending, keeping its place in line (queue_seq)."""
+    job = _locked(job)
+    if job.status not in ACTIVE_STATUSES:
+        raise ActionError(f"only running jobs can be requeued; job {job.pk} is {job.status}")
+    release_allocations(job)
+    _move(job, JobStatus.PENDING, reason, actor=actor, expect=ACTIVE_STATUSES, round_id=round_id, started_at=None)
+    request_round_on_commit(job.pool.cluster_id, f"job {job.pk} requeued")
+    return job
+
+
+@transaction.atomic
+def submit_jobs_bulk(
+    tenant: Tenant, pool: Pool, priority_class: PriorityClass, requests: list[dict], *, request_round: bool = True
+) -> int:
+    """Queue many validated requests at once (batch submission, benchmarks): one INSERT per table."""
+    jobs = Job.objects.bulk_create(
+        [Job(tenant=tenant, pool=pool, priority_class=priority_class, **r) for r in requests], batch_size=2000
+    )
+    # A job's place in line is its id; one UPDATE sets it for the whole batch.
+    if jobs:
+        Job.objects.filter(pk__gte=jobs[0].pk, pk__lte=jobs[-1].pk, queue_seq=0).update(queue_seq=F("pk"))
+    JobEvent.objects.bulk_create(
+        [JobEvent(job=j, from_status="", to_status=JobStatus.PENDING, reason="submitted", actor=str(tenant))
+         for j in jobs],
+        batch_size=2000,
+    )  # fmt: skip
+    if request_round:
+        request_round_on_commit(pool.cluster_id, f"{len(jobs)} jobs submitted")
+    return len(jobs)
+
+
+def request_round_on_commit(cluster_id: int, trigger: str) -> None:
+    """Ask for a scheduling round after this transaction commits (debounced by the task)."""
+
+    def enqueue() -> None:
+        from scheduler.tasks import request_round
+
+        try:
+            request_round(cluster_id, trigger)
+        except Exception:  # a broker hiccup must not undo a committed submit; the periodic round catches up
+            log.exception("could not request a scheduling round for cluster %s", cluster_id)
+
+    transaction.on_commit(enqueue)
