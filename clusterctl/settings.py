@@ -130,6 +130,16 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
 
 #
+# Telemetry collectors, by name (fabric/collectors/): dotted paths, so a site can plug in its own.
+#
+COLLECTORS = {
+    "nvml": "fabric.collectors.nvml.NvmlCollector",
+    "sysfs-ib": "fabric.collectors.sysfs_ib.SysfsIbCollector",
+    "perfquery": "fabric.collectors.perfquery.PerfqueryCollector",
+    "prometheus": "fabric.collectors.prometheus.PrometheusCollector",
+}
+
+#
 # Auth, API
 #
 AUTH_PASSWORD_VALIDATORS = [

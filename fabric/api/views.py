@@ -8,7 +8,6 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import APIException
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from fabric import actions
 from fabric.adapters import fabric_for_cluster
@@ -22,7 +21,7 @@ from fabric.api.serializers import (
     NodeStateSerializer,
     SwitchSerializer,
 )
-from fabric.choices import ALL_CHOICES, NodeState
+from fabric.choices import NodeState
 from fabric.importing import ALL_FORMATS, ParseError, import_text
 from fabric.models import GPU, HCA, Cluster, Link, Node, Switch
 from fabric.topology import analyse
@@ -149,11 +148,3 @@ class GpuViewSet(ActionsWriteMixin, mixins.UpdateModelMixin, viewsets.ReadOnlyMo
     permission_classes = [IsStaffOrReadOnly]
     filterset_class = filtersets.GpuFilterSet
     ordering_fields = ["node__hostname", "index", "health"]
-
-
-class ChoicesView(APIView):
-    """Every state the inventory knows, with its label and colour: one legend for admin, API and heat maps."""
-
-    @extend_schema(responses={200: dict})
-    def get(self, request):
-        return Response({name: choices.legend() for name, choices in ALL_CHOICES.items()})

@@ -187,3 +187,9 @@ def test_choices_legend_has_a_colour_for_every_state(tenant_api):
     body = tenant_api.get("/api/v1/choices/").json()
     assert [item["value"] for item in body["link_state"]] == ["up", "degraded", "down"]
     assert all(item["colour"].startswith("#") for items in body.values() for item in items)
+
+
+def test_choices_legend_includes_scheduler_states(tenant_api):
+    body = tenant_api.get("/api/v1/choices/").json()
+    assert {item["value"] for item in body["job_status"]} >= {"pending", "running", "preempted"}
+    assert "sharing_mode" in body

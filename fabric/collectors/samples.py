@@ -1,0 +1,98 @@
+"""What every collector returns: plain samples, the same shape whoever read them (NVML, sysfs, perfquery,
+a Prometheus scrape, the twin). No database here: the ingest task stores them.
+
+Counters are cumulative, as the hardware keeps them; IB data counters stay in their native 4-octet units
+(`*_data` fields) and `*_bytes` properties convert. Rates come later, from two samples and their timestamps.
+A field a device did not report (N/A, not supported, an NVML error) is None, never 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class MigInstance:
+    gpu_instance_id: int
+    compute_instance_id: int | None = None
+    profile: str = ""  # "1g.10gb"
+    uuid: str = ""  # "MIG-..."
+    memory_used_mib: float | None = None
+    memory_total_mib: float | None = None
+
+
+@dataclass(slots=True)
+class GpuProcess:
+    pid: int
+    used_memory_mib: float | None = None
+
+
+@dataclass(slots=True)
+class NvLinkSample:
+    link: int
+    active: bool | None = None
+    tx_bytes: int | None = None  # cumulative
+    rx_bytes: int | None = None
+
+
+@dataclass(slots=True)
+class GpuSample:
+    index: int
+    uuid: str = ""
+    name: str = ""
+    utilisation_gpu_pct: float | None = None
+    utilisation_memory_pct: float | None = None
+    memory_used_mib: float | None = None
+    memory_free_mib: float | None = None
+    memory_total_mib: float | None = None
+    temperature_c: float | None = None
+    temperature_limit_c: float | None = None  # slowdown threshold
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    sm_clock_mhz: float | None = None
+    ecc_uncorrected: int | None = None  # volatile totals
+    ecc_corrected: int | None = None
+    remapped_rows_pending: bool | None = None
+    remapped_rows_failure: bool | None = None
+    xid_events: list[int] = field(default_factory=list)  # XIDs seen since the last poll
+    nvlinks: list[NvLinkSample] = field(default_factory=list)
+    mig_enabled: bool | None = None
+    mig_instances: list[MigInstance] = field(default_factory=list)
+    processes: list[GpuProcess] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)  # field -> why it is missing (NVML error name)
+
+
+@dataclass(slots=True)
+class PortSample:
+    """One IB port: of an HCA (`device` like mlx5_0) or of a switch (`device` = switch GUID)."""
+
+    device: str
+    port: int
+    guid: str = ""  # node GUID when known (switch ports from perfquery)
+    state: str | None = None  # "ACTIVE", "DOWN", ...
+    phys_state: str | None = None  # "LinkUp", "Polling", "Disabled", ...
+    rate_gbps: float | None = None  # signalling rate as sysfs prints it ("100 Gb/sec (4X EDR)")
+    rate_text: str = ""
+    lid: int | None = None
+    counters: dict[str, int] = field(default_factory=dict)  # every counter read, by its sysfs/perfquery name
+    counter_bits: dict[str, int] = field(default_factory=dict)  # width of counters known to be 32-bit (may saturate)
+
+    @property
+    def xmit_bytes(self) -> int | None:
+        v = self.counters.get("port_xmit_data")
+        return None if v is None else v * 4
+
+    @property
+    def rcv_bytes(self) -> int | None:
+        v = self.counters.get("port_rcv_data")
+        return None if v is None else v * 4
+
+
+@dataclass(slots=True)
+class NodeSample:
+    node: str  # hostname
+    collected_at: float  # epoch seconds, when the collector read the hardware
+    collector: str  # "nvml", "sysfs-ib", "perfquery", "prometheus", "twin"
+    gpus: list[GpuSample] = field(default_factory=list)
+    ports: list[PortSample] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # problems that lost a whole part of the sample
