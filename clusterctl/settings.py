@@ -137,6 +137,7 @@ COLLECTORS = {
     "sysfs-ib": "fabric.collectors.sysfs_ib.SysfsIbCollector",
     "perfquery": "fabric.collectors.perfquery.PerfqueryCollector",
     "prometheus": "fabric.collectors.prometheus.PrometheusCollector",
+    "twin": "fabric.collectors.twin.TwinCollector",
 }
 
 #
