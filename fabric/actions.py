@@ -15,9 +15,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from fabric import events
-from fabric.choices import CaKind, LinkState, NodeState, PortState, RoleSource, SwitchRole
+from fabric.choices import CaKind, GpuHealth, LinkState, NodeState, PortState, RoleSource, SwitchRole
 from fabric.importers.types import ParsedFabric, ParsedNodeTopology, PortRef
-from fabric.models import GPU, HCA, Cluster, ImportRecord, Link, Node, NodeTopology, Port, Switch
+from fabric.models import GPU, HCA, Alert, Cluster, ImportRecord, Link, Node, NodeTopology, Port, Switch
 from fabric.topology.rates import LinkRate
 
 log = logging.getLogger(__name__)
@@ -470,7 +470,7 @@ def set_node_state(nodes: Iterable[Node], state: str, reason: str = "") -> int:
 @transaction.atomic
 def save_link_ports(link: Link) -> Link:
     """Recompute a link's rate, capacity and state from its ports after an edit."""
-    ends = list(link.ports.select_for_update())
+    ends = list(link.ports.select_for_update().order_by("link_end"))
     if len(ends) != 2:
         raise ActionError(f"link {link.pk} has {len(ends)} ports; a link joins exactly two")
     a, b = ends
@@ -533,3 +533,108 @@ def update_inventory_object(obj, values: dict[str, Any]) -> Any:
         setattr(obj, name, value)
     save_inventory_object(obj, changed)
     return obj
+
+
+#
+# Health: alerts from rule findings, and the capacity they take away or give back
+#
+
+
+def gpu_for_alert_key(cluster_id: int, object_key: str) -> GPU | None:
+    node, _, ident = object_key.partition("/")
+    gpus = GPU.objects.filter(node__cluster_id=cluster_id, node__hostname=node)
+    if ident.startswith("gpu") and ident[3:].isdigit():
+        return gpus.filter(index=int(ident[3:])).first()
+    return gpus.filter(uuid=ident).first()
+
+
+def link_for_alert_key(cluster_id: int, object_key: str) -> Link | None:
+    node, device, port = [*object_key.split("/"), "", "", ""][:3]
+    if not port.isdigit():
+        return None
+    found = Port.objects.filter(
+        cluster_id=cluster_id, hca__node__hostname=node, hca__device=device, number=int(port), link__isnull=False
+    ).first()
+    return found.link if found else None
+
+
+def _apply_capacity(cluster_id: int, alert: Alert, *, removed: bool) -> bool:
+    """Take the alert's GPU or link out of service, or give it back. True when something changed."""
+    if not alert.removes_capacity:
+        return False
+    if alert.object_kind == "gpu":
+        gpu = gpu_for_alert_key(cluster_id, alert.object_key)
+        if gpu is None:
+            return False
+        health = GpuHealth.FAILED if removed else GpuHealth.HEALTHY
+        return bool(GPU.objects.filter(pk=gpu.pk).exclude(health=health).update(health=health))
+    if alert.object_kind == "port":
+        link = link_for_alert_key(cluster_id, alert.object_key)
+        if link is None:
+            return False
+        if removed:
+            state = LinkState.DOWN if alert.rule == "port_down" else LinkState.DEGRADED
+            return bool(
+                Link.objects.filter(pk=link.pk).exclude(state=state).update(state=state, state_reason=alert.message)
+            )
+        before = link.state
+        save_link_ports(link)
+        return link.state != before
+    return False
+
+
+@transaction.atomic
+def record_findings(cluster_id: int, node: str, findings: Iterable, *, now, hold_down_s: float = 300.0) -> dict:
+    """One poll's health findings for `node` (fabric.telemetry.health, keys prefixed "node/").
+
+    A finding opens an alert or refreshes the open one; an open alert of this node that did not fire
+    clears once it has been quiet for `hold_down_s`, so a flapping condition does not raise and clear on
+    every poll. Alerts that remove capacity mark their GPU failed or their link down/degraded while open,
+    and give it back when they clear; the scheduler gets a round after commit when capacity moved.
+    """
+    open_alerts = {
+        (a.rule, a.object_key): a
+        for a in Alert.objects.select_for_update().filter(
+            cluster_id=cluster_id, cleared_at__isnull=True, object_key__startswith=f"{node}/"
+        )
+    }
+    counts = {"raised": 0, "refreshed": 0, "cleared": 0, "capacity_changes": 0}
+    fired = set()
+    for f in findings:
+        key = (f.rule, f.object_key)
+        fired.add(key)
+        alert = open_alerts.get(key)
+        if alert is not None:
+            alert.last_seen, alert.message, alert.severity = now, f.message[:500], f.severity
+            alert.save(update_fields=["last_seen", "message", "severity"])
+            counts["refreshed"] += 1
+            continue
+        alert = Alert.objects.create(
+            cluster_id=cluster_id, rule=f.rule, severity=f.severity, object_kind=f.object_kind,
+            object_key=f.object_key[:200], message=f.message[:500], removes_capacity=f.removes_capacity,
+            first_seen=now, last_seen=now,
+        )  # fmt: skip
+        counts["raised"] += 1
+        counts["capacity_changes"] += _apply_capacity(cluster_id, alert, removed=True)
+    for key, alert in open_alerts.items():
+        if key in fired or (now - alert.last_seen).total_seconds() < hold_down_s:
+            continue
+        alert.cleared_at = now
+        alert.save(update_fields=["cleared_at"])
+        counts["cleared"] += 1
+        still_held = Alert.objects.filter(
+            cluster_id=cluster_id, object_key=alert.object_key, cleared_at__isnull=True, removes_capacity=True
+        ).exists()
+        if not still_held:
+            counts["capacity_changes"] += _apply_capacity(cluster_id, alert, removed=False)
+    if counts["raised"] or counts["cleared"]:
+        events.send_on_commit(cluster_id, {"kind": "health_changed", "node": node, **counts})
+    return counts
+
+
+@transaction.atomic
+def acknowledge_alert(alert: Alert, *, actor: str) -> Alert:
+    if alert.acknowledged_at is None:
+        alert.acknowledged_by, alert.acknowledged_at = actor[:150], timezone.now()
+        alert.save(update_fields=["acknowledged_by", "acknowledged_at"])
+    return alert

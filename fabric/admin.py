@@ -11,8 +11,8 @@ from django.utils.functional import cached_property
 from django.utils.html import format_html
 
 from fabric import actions
-from fabric.choices import GpuHealth, LinkState, NodeState, PortState, SwitchRole
-from fabric.models import GPU, HCA, Cluster, ImportRecord, Link, Node, NodeTopology, Port, Switch
+from fabric.choices import AlertSeverity, GpuHealth, LinkState, NodeState, PortState, SwitchRole
+from fabric.models import GPU, HCA, Alert, Cluster, ImportRecord, Link, Node, NodeTopology, Port, Switch
 
 
 def badge(choices, value: str, label: str):
@@ -215,3 +215,29 @@ class NodeTopologyAdmin(admin.ModelAdmin):
     search_fields = ["node__hostname"]
     list_select_related = ["node"]
     raw_id_fields = ["node"]
+
+
+@admin.register(Alert)
+class AlertAdmin(admin.ModelAdmin):
+    list_display = ["last_seen", "cluster", "severity_badge", "rule", "object_key", "message", "cleared_at",
+                    "acknowledged_by"]  # fmt: skip
+    list_filter = ["cluster", "severity", "rule", ("cleared_at", admin.EmptyFieldListFilter)]
+    search_fields = ["object_key", "message"]
+    list_select_related = ["cluster"]
+    readonly_fields = [f.name for f in Alert._meta.fields]
+    actions = ["acknowledge"]
+    paginator = ApproximatePaginator
+    show_full_result_count = False
+
+    def has_add_permission(self, request):
+        return False  # alerts come from health rules
+
+    @admin.display(description="severity", ordering="severity")
+    def severity_badge(self, obj):
+        return badge(AlertSeverity, obj.severity, obj.get_severity_display())
+
+    @admin.action(description="Acknowledge selected alerts")
+    def acknowledge(self, request, queryset):
+        for alert in queryset:
+            actions.acknowledge_alert(alert, actor=str(request.user))
+        self.message_user(request, "Acknowledged.", messages.SUCCESS)

@@ -110,3 +110,13 @@ ALL_CHOICES = {
     "link_state": LinkState,
     "gpu_health": GpuHealth,
 }
+
+
+@coloured({"critical": "vermillion", "warning": "orange", "info": "sky"})
+class AlertSeverity(ColouredChoices):
+    CRITICAL = "critical", "Critical"
+    WARNING = "warning", "Warning"
+    INFO = "info", "Info"
+
+
+ALL_CHOICES["alert_severity"] = AlertSeverity

@@ -219,6 +219,18 @@ def _job_rows(cluster_id: int) -> list[JobRow]:
     return [cache[pk] for pk in versions if pk in cache]
 
 
+def _erroring_links(cluster_id: int) -> dict[str, bool]:
+    """Links whose error counters are climbing (an open alert) are priced as erroring until it clears."""
+    from fabric.actions import link_for_alert_key
+    from fabric.models import Alert
+
+    keys = Alert.objects.filter(cluster_id=cluster_id, cleared_at__isnull=True, rule="port_errors").values_list(
+        "object_key", flat=True
+    )
+    links = (link_for_alert_key(cluster_id, key) for key in keys)
+    return {str(link.pk): True for link in links if link is not None}
+
+
 def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
     now_ts = time.time()
     index = SnapshotIndex(cluster_id=cluster_id)
@@ -331,5 +343,6 @@ def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
         running=running,
         priority_classes=dict(PriorityClass.objects.values_list("name", "value")),
         topology=topology,
+        link_errors=_erroring_links(cluster_id),
     )
     return snapshot, index

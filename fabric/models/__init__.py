@@ -1,3 +1,4 @@
+from .alerts import Alert
 from .clusters import Cluster, ImportRecord
 from .gpus import GPU, NodeTopology
 from .links import Link
@@ -5,4 +6,4 @@ from .nodes import HCA, Node
 from .ports import Port
 from .switches import Switch
 
-__all__ = ["GPU", "HCA", "Cluster", "ImportRecord", "Link", "Node", "NodeTopology", "Port", "Switch"]
+__all__ = ["GPU", "HCA", "Alert", "Cluster", "ImportRecord", "Link", "Node", "NodeTopology", "Port", "Switch"]
