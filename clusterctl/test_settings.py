@@ -21,3 +21,5 @@ STATIC_ROOT = None
 CELERY_TASK_ALWAYS_EAGER = True
 # One test database per run, so two runs on one server (a developer and CI, or parallel sessions) never collide.
 DATABASES["default"]["TEST"] = {"NAME": f"test_clusterctl_{os.getpid()}"}  # noqa: F405
+# Cache keys of one run never meet another run's (ids restart with each test database).
+CACHES["default"]["KEY_PREFIX"] = f"test{os.getpid()}"  # noqa: F405

@@ -1,7 +1,7 @@
 """Database rows -> the engine's Snapshot, in bulk (a fixed number of queries whatever the cluster size).
 
-Live link utilisation and GPU load come from telemetry (issue 4); until it lands they are taken
-as given here: zero utilisation, links down only when the inventory says so.
+Live link utilisation and GPU load come from telemetry's latest state (fabric.ingest); links whose error
+counters climb come from open health alerts.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from django.utils import timezone
 from fabric.adapters import fabric_for_cluster
 from fabric.choices import GpuHealth, LinkState, NodeRole
 from fabric.choices import NodeState as NodeStatus
+from fabric.ingest import latest_utilisation
 from fabric.models import GPU, Cluster, ImportRecord, Link, Node, NodeTopology, Switch
 from fabric.topology.types import Fabric
 from scheduler.choices import ACTIVE_STATUSES, JobStatus
@@ -238,6 +239,8 @@ def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
 
     node_rows = list(Node.objects.filter(cluster_id=cluster_id).values("pk", "hostname", "role", "state"))
     hostname_of = {n["pk"]: n["hostname"] for n in node_rows}
+    # Live load from telemetry's latest state (fabric.ingest); zero where no sample has arrived yet.
+    link_util, gpu_util = latest_utilisation(cluster_id, list(hostname_of.values()))
     topologies = dict(NodeTopology.objects.filter(node__cluster_id=cluster_id).values_list("node_id", "gpu_links"))
     hca_gbps: dict[str, float] = defaultdict(float)
     hosts = set(hostname_of.values())
@@ -290,6 +293,7 @@ def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
                 memory_mib=g["memory_mib"],
                 healthy=g["health"] in (GpuHealth.HEALTHY, GpuHealth.UNKNOWN),
                 nvlink_gbps=g["nvlink_gbps"],
+                utilisation=gpu_util.get(g["pk"], 0.0),
                 exclusive_job=h["exclusive"] if h else None,
                 mps_compute_pct_used=h["pct"] if h else 0,
                 mps_memory_mib_used=h["mem"] if h else 0,
@@ -344,5 +348,6 @@ def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
         priority_classes=dict(PriorityClass.objects.values_list("name", "value")),
         topology=topology,
         link_errors=_erroring_links(cluster_id),
+        link_utilisation=link_util,
     )
     return snapshot, index

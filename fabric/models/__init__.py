@@ -5,5 +5,19 @@ from .links import Link
 from .nodes import HCA, Node
 from .ports import Port
 from .switches import Switch
+from .telemetry import GpuMetric, PortMetric
 
-__all__ = ["GPU", "HCA", "Alert", "Cluster", "ImportRecord", "Link", "Node", "NodeTopology", "Port", "Switch"]
+__all__ = [
+    "GPU",
+    "HCA",
+    "Alert",
+    "Cluster",
+    "GpuMetric",
+    "ImportRecord",
+    "Link",
+    "Node",
+    "NodeTopology",
+    "Port",
+    "PortMetric",
+    "Switch",
+]

@@ -1,0 +1,104 @@
+"""Ingest of node samples: rates into the time series, latest state for the scheduler, alerts, no going back."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.cache import cache
+
+from fabric.collectors.samples import GpuSample, NodeSample, PortSample
+from fabric.ingest import ingest_sample, latest_key, latest_utilisation
+from fabric.models import GPU, Alert, GpuMetric, Port, PortMetric
+from tests.factories import fat_tree
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def node():
+    cluster = fat_tree("ingest", nodes=2, gpus_per_node=8, leaf_ports=16)
+    port = Port.objects.filter(cluster=cluster, hca__isnull=False).select_related("hca__node", "link").first()
+    yield cluster, port
+    cache.delete(latest_key(cluster.pk, port.hca.node.hostname))
+
+
+def sample(port: Port, t: float, tx_units: int, *, state="ACTIVE", xid=(), symbol_error=0, util=50.0) -> NodeSample:
+    host = port.hca.node.hostname
+    p = PortSample(
+        device=port.hca.device,
+        port=port.number,
+        state=state,
+        counters={"port_xmit_data": tx_units, "port_rcv_data": tx_units // 2, "symbol_error": symbol_error},
+    )
+    g = GpuSample(index=0, utilisation_gpu_pct=util, memory_used_mib=1000, temperature_c=50, xid_events=list(xid))
+    return NodeSample(node=host, collected_at=t, collector="test", gpus=[g], ports=[p])  # fmt: skip
+
+
+def test_rates_reach_the_time_series_and_latest_state(node):
+    cluster, port = node
+    ingest_sample(cluster.pk, sample(port, 1000.0, 0))
+    # 400 Gb/s link; 25 GB/s = 50 % -> 6.25e9 four-octet units in one second
+    result = ingest_sample(cluster.pk, sample(port, 1001.0, 6_250_000_000))
+    row = PortMetric.objects.get(port=port)
+    assert row.tx_bytes_per_s == pytest.approx(25e9)
+    assert row.utilisation == pytest.approx(0.5)
+    assert result.link_utilisation == {port.link_id: pytest.approx(0.5)}
+    links, gpus = latest_utilisation(cluster.pk, [port.hca.node.hostname])
+    assert links[str(port.link_id)] == pytest.approx(0.5)
+    gpu0 = GPU.objects.get(node=port.hca.node, index=0)
+    assert gpus[gpu0.pk] == pytest.approx(0.5)
+    assert GpuMetric.objects.filter(gpu=gpu0).count() == 2
+
+
+def test_older_sample_is_ignored(node):
+    cluster, port = node
+    ingest_sample(cluster.pk, sample(port, 1000.0, 0))
+    ingest_sample(cluster.pk, sample(port, 1002.0, 1000))
+    late = ingest_sample(cluster.pk, sample(port, 1001.0, 500))
+    assert not late.stored and "not newer" in late.reason
+    assert cache.get(latest_key(cluster.pk, port.hca.node.hostname))["sample"].collected_at == 1002.0
+
+
+def test_duplicate_sample_is_ignored(node):
+    cluster, port = node
+    ingest_sample(cluster.pk, sample(port, 1000.0, 0))
+    again = ingest_sample(cluster.pk, sample(port, 1000.0, 0))
+    assert not again.stored
+    assert GpuMetric.objects.count() == 1
+
+
+def test_counter_reset_gives_no_negative_rate(node):
+    cluster, port = node
+    ingest_sample(cluster.pk, sample(port, 1000.0, 10_000_000))
+    ingest_sample(cluster.pk, sample(port, 1001.0, 100))
+    assert PortMetric.objects.get(port=port).tx_bytes_per_s == pytest.approx(400)
+
+
+def test_critical_xid_raises_alert_and_removes_gpu(node):
+    cluster, port = node
+    result = ingest_sample(cluster.pk, sample(port, 1000.0, 0, xid=[79]))
+    assert result.alerts["raised"] == 1
+    assert Alert.objects.get().rule == "gpu_xid_critical"
+    assert GPU.objects.get(node=port.hca.node, index=0).health == "failed"
+
+
+def test_link_down_alert_takes_the_link_down(node):
+    cluster, port = node
+    ingest_sample(cluster.pk, sample(port, 1000.0, 0))
+    ingest_sample(cluster.pk, sample(port, 1001.0, 0, state="DOWN"))
+    port.link.refresh_from_db()
+    assert port.link.state == "down"
+    assert Alert.objects.filter(rule="port_down", cleared_at__isnull=True).exists()
+
+
+def test_scheduler_snapshot_reads_live_load(node):
+    from scheduler.actions import ensure_scheduler
+    from scheduler.adapters import build_snapshot
+
+    cluster, port = node
+    ensure_scheduler(cluster)
+    ingest_sample(cluster.pk, sample(port, 1000.0, 0, util=80.0))
+    ingest_sample(cluster.pk, sample(port, 1001.0, 6_250_000_000, util=80.0))
+    snapshot, _ = build_snapshot(cluster.pk)
+    assert snapshot.link_utilisation[str(port.link_id)] == pytest.approx(0.5)
+    gpu = next(g for n in snapshot.nodes if n.hostname == port.hca.node.hostname for g in n.gpus if g.index == 0)
+    assert gpu.utilisation == pytest.approx(0.8)
