@@ -119,6 +119,7 @@ CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=REDIS_URL or "c
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=EMBEDDED)
 CELERY_BEAT_SCHEDULE = {
     "scheduling-rounds": {"task": "scheduler.tasks.periodic_rounds", "schedule": env.float("ROUND_INTERVAL_S", 10.0)},
+    "telemetry-poll": {"task": "fabric.tasks.poll_all", "schedule": env.float("TELEMETRY_INTERVAL_S", 10.0)},
 }
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -139,6 +140,10 @@ COLLECTORS = {
     "prometheus": "fabric.collectors.prometheus.PrometheusCollector",
     "twin": "fabric.collectors.twin.TwinCollector",
 }
+# Constructor options per collector for the node agents (e.g. {"sysfs-ib": {"root": "/host/sys/class/infiniband"}}).
+COLLECTOR_OPTIONS: dict[str, dict] = {}
+# The collector beat polls every node with; empty: no polling.
+TELEMETRY_COLLECTOR = env.str("TELEMETRY_COLLECTOR", default="")
 
 #
 # Auth, API

@@ -96,3 +96,27 @@ class NodeSample:
     gpus: list[GpuSample] = field(default_factory=list)
     ports: list[PortSample] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # problems that lost a whole part of the sample
+
+
+def sample_from_dict(data: dict) -> NodeSample:
+    """The inverse of dataclasses.asdict(NodeSample): samples cross the broker as JSON."""
+    gpus = [
+        GpuSample(
+            **{
+                **g,
+                "nvlinks": [NvLinkSample(**n) for n in g.get("nvlinks", [])],
+                "mig_instances": [MigInstance(**m) for m in g.get("mig_instances", [])],
+                "processes": [GpuProcess(**p) for p in g.get("processes", [])],
+            }
+        )
+        for g in data.get("gpus", [])
+    ]
+    ports = [PortSample(**p) for p in data.get("ports", [])]
+    return NodeSample(
+        node=data["node"],
+        collected_at=data["collected_at"],
+        collector=data["collector"],
+        gpus=gpus,
+        ports=ports,
+        errors=list(data.get("errors", [])),
+    )

@@ -1,0 +1,25 @@
+"""A collector for tests: every poll of a node returns a slightly later sample with more traffic."""
+
+from __future__ import annotations
+
+import itertools
+
+from fabric.collectors.samples import GpuSample, NodeSample, PortSample
+
+_clock = itertools.count(1)
+
+
+class StaticCollector:
+    def __init__(self, device: str = "mlx5_0") -> None:
+        self.device = device
+
+    def collect(self, node: str) -> NodeSample:
+        tick = next(_clock)
+        port = PortSample(
+            device=self.device,
+            port=1,
+            state="ACTIVE",
+            counters={"port_xmit_data": tick * 1_000_000, "port_rcv_data": tick * 1_000_000},
+        )
+        gpu = GpuSample(index=0, utilisation_gpu_pct=40.0)
+        return NodeSample(node=node, collected_at=1_000_000.0 + tick, collector="static", gpus=[gpu], ports=[port])
