@@ -17,9 +17,16 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
 STORAGES = {**STORAGES, "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}}  # noqa: F405
 STATIC_ROOT = None
-# Rounds requested by a commit run inline, so transactional tests see them (no worker in the test run).
-CELERY_TASK_ALWAYS_EAGER = True
+# Rounds requested by a commit run inline, so transactional tests see them (no worker in the test run);
+# the end-to-end test starts a real worker with CELERY_TASK_ALWAYS_EAGER=0.
+CELERY_TASK_ALWAYS_EAGER = os.environ.get("CELERY_TASK_ALWAYS_EAGER", "1") == "1"
+# Collectors that exist only for tests.
+COLLECTORS = {
+    **COLLECTORS,  # noqa: F405
+    "static": "tests.fabric.static_collector.StaticCollector",
+    "xid": "tests.fabric.static_collector.XidCollector",
+}
 # One test database per run, so two runs on one server (a developer and CI, or parallel sessions) never collide.
 DATABASES["default"]["TEST"] = {"NAME": f"test_clusterctl_{os.getpid()}"}  # noqa: F405
 # Cache keys of one run never meet another run's (ids restart with each test database).
-CACHES["default"]["KEY_PREFIX"] = f"test{os.getpid()}"  # noqa: F405
+CACHES["default"]["KEY_PREFIX"] = os.environ.get("TEST_CACHE_PREFIX", f"test{os.getpid()}")  # noqa: F405

@@ -23,3 +23,12 @@ class StaticCollector:
         )
         gpu = GpuSample(index=0, utilisation_gpu_pct=40.0)
         return NodeSample(node=node, collected_at=1_000_000.0 + tick, collector="static", gpus=[gpu], ports=[port])
+
+
+class XidCollector(StaticCollector):
+    """GPU 0 reports XID 79 (fallen off the bus): a critical finding that takes it out of service."""
+
+    def collect(self, node: str) -> NodeSample:
+        sample = super().collect(node)
+        sample.gpus[0].xid_events = [79]
+        return sample

@@ -16,9 +16,8 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def static_collector(settings):
-    settings.COLLECTORS = {**settings.COLLECTORS, "static": "tests.fabric.static_collector.StaticCollector"}
-    return "static"
+def static_collector():
+    return "static"  # registered in clusterctl/test_settings.py
 
 
 def test_sample_survives_json_round_trip():

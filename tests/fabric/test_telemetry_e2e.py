@@ -1,0 +1,86 @@
+"""End to end with a real Celery worker on real Redis (not eager): poll -> node queue -> ingest -> latest state
+-> alert, and the failed GPU leaves capacity. The worker is a separate process with its own connections."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.cache import cache
+from django.db import connection
+
+from clusterctl.celery import app
+from fabric import tasks
+from fabric.ingest import latest_key
+from fabric.models import GPU, Alert, Node
+from tests.factories import fat_tree
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def database_url() -> str:
+    db = connection.settings_dict
+    if not db["HOST"]:
+        return f"postgres://{db['USER']}@/{db['NAME']}?host={db['OPTIONS'].get('host', '/tmp')}"
+    return f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@pytest.fixture
+def worker(request):
+    queue = f"central-{uuid.uuid4().hex[:8]}"
+    hosts = request.param
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "clusterctl.test_settings",
+        "DATABASE_URL": database_url(),
+        "CELERY_TASK_ALWAYS_EAGER": "0",
+        "CELERY_TASK_DEFAULT_QUEUE": queue,
+        "TEST_CACHE_PREFIX": settings.CACHES["default"]["KEY_PREFIX"],
+    }
+    queues = ",".join([queue, *(f"node.{h}" for h in hosts)])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "clusterctl", "worker", "-Q", queues, "--pool", "solo",
+         "--without-heartbeat", "--without-gossip", "--without-mingle", "-l", "WARNING"],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    previous = (app.conf.task_always_eager, app.conf.task_default_queue)
+    app.conf.task_always_eager, app.conf.task_default_queue = False, queue
+    try:
+        yield proc
+    finally:
+        app.conf.task_always_eager, app.conf.task_default_queue = previous
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def wait_for(predicate, timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.25)
+    return False
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the worker needs a database both processes share")
+@pytest.mark.parametrize("worker", [["gpu0001", "gpu0002"]], indirect=True)
+def test_poll_reaches_alert_through_a_real_worker(worker):
+    cluster = fat_tree("e2e", nodes=2, gpus_per_node=8, leaf_ports=16)
+    assert sorted(Node.objects.filter(cluster=cluster).values_list("hostname", flat=True)) == ["gpu0001", "gpu0002"]
+    tasks.poll_cluster.delay(cluster.pk, "xid")
+    ok = wait_for(lambda: Alert.objects.filter(cluster=cluster, rule="gpu_xid_critical").count() == 2)
+    if not ok:
+        worker.terminate()
+        pytest.fail(f"no alerts; worker said:\n{worker.communicate(timeout=10)[0][-3000:]}")
+    assert set(GPU.objects.filter(node__cluster=cluster, index=0).values_list("health", flat=True)) == {"failed"}
+    assert cache.get(latest_key(cluster.pk, "gpu0001"))["sample"].collector == "static"
