@@ -1,0 +1,95 @@
+"""Ingest throughput: one full poll of a generated cluster through fabric.ingest (rates, latest state in the
+cache, time series rows, health rules), node by node as the ingest task does it.
+
+    .venv/bin/python scripts/with_services.py -- .venv/bin/python bench/bench_ingest.py [--gpus 10000] [--polls 3]
+
+Uses DATABASE_URL / REDIS_URL (PostgreSQL and Redis for figures worth quoting). Prints per-poll worker time,
+samples/s and fields/s, medians over the polls after the first (the first only seeds the previous counters).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--gpus", type=int, default=10_000)
+    parser.add_argument("--polls", type=int, default=3)
+    args = parser.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterctl.settings")
+    os.environ.setdefault("DEBUG", "1")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    from fabric import actions
+    from fabric.collectors.samples import GpuSample, NodeSample, PortSample
+    from fabric.ingest import ingest_sample
+    from fabric.models import HCA, Cluster, GpuMetric, PortMetric
+
+    call_command("migrate", verbosity=0)
+    name = f"bench-ingest-{args.gpus}"
+    if Cluster.objects.filter(name=name).exists():
+        from scheduler.actions import delete_cluster
+
+        delete_cluster(Cluster.objects.get(name=name))
+    actions.generate_fabric(name, nodes=args.gpus // 8, gpus_per_node=8, gpu_model="H100", leaf_ports=64)
+    cluster = Cluster.objects.get(name=name)
+    devices: dict[str, list[str]] = {}
+    for host, device in HCA.objects.filter(cluster=cluster).values_list("node__hostname", "device"):
+        devices.setdefault(host, []).append(device)
+
+    def poll(t: float) -> list[NodeSample]:
+        samples = []
+        for host, devs in devices.items():
+            gpus = [GpuSample(index=i, utilisation_gpu_pct=50.0 + i, utilisation_memory_pct=30.0,
+                              memory_used_mib=40_000.0, memory_free_mib=41_559.0, memory_total_mib=81_559.0,
+                              temperature_c=55.0, temperature_limit_c=87.0, power_w=500.0, power_limit_w=700.0,
+                              sm_clock_mhz=1980.0, ecc_uncorrected=0, ecc_corrected=0, remapped_rows_pending=False,
+                              remapped_rows_failure=False, mig_enabled=False) for i in range(8)]  # fmt: skip
+            ports = [PortSample(device=d, port=1, state="ACTIVE", phys_state="LinkUp", rate_gbps=400.0,
+                                counters={"port_xmit_data": int(t * 1e9), "port_rcv_data": int(t * 9e8),
+                                          "port_xmit_packets": int(t * 1e6), "port_rcv_packets": int(t * 1e6),
+                                          "port_xmit_wait": 0, "symbol_error": 0, "link_downed": 0,
+                                          "port_rcv_errors": 0, "link_error_recovery": 0, "port_xmit_discards": 0})
+                     for d in devs]  # fmt: skip
+            samples.append(NodeSample(node=host, collected_at=t, collector="bench", gpus=gpus, ports=ports))
+        return samples
+
+    n_gpus = sum(8 for _ in devices)
+    n_ports = sum(len(d) for d in devices.values())
+    print(
+        f"database: {connection.vendor}; {len(devices)} nodes, {n_gpus} GPUs x 20 fields, {n_ports} ports x 10 counters"
+    )
+    times = []
+    start = time.time()
+    for i in range(args.polls):
+        samples = poll(start + i)
+        t = time.perf_counter()
+        for s in samples:
+            ingest_sample(cluster.pk, s)
+        times.append(time.perf_counter() - t)
+        print(f"  poll {i + 1}: {times[-1]:.2f} s worker time")
+    steady = times[1:] or times
+    median = statistics.median(steady)
+    fields = n_gpus * 20 + n_ports * 10
+    print(f"full poll ingested (rates + latest state + time series + health): median {median:.2f} s "
+          f"= {len(devices) / median:.0f} node samples/s, {fields / median:,.0f} fields/s")  # fmt: skip
+    print(
+        f"rows: {GpuMetric.objects.filter(gpu__node__cluster=cluster).count()} GPU metrics, "
+        f"{PortMetric.objects.filter(port__cluster=cluster).count()} port metrics"
+    )
+
+
+if __name__ == "__main__":
+    main()
