@@ -2,7 +2,7 @@
 
 Each function is one transaction. Job status moves only here, each move writes a JobEvent with
 its reason, and a scheduling round is requested after commit whenever capacity or demand changed.
-Allocations go through the GPU ledger with conditional UPDATEs, so a decision made on a stale
+Allocations go through the GPU ledger, its rows locked and re-checked, so a decision made on a stale
 snapshot changes no row and the database's constraints refuse double allocation outright.
 """
 

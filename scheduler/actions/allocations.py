@@ -1,4 +1,4 @@
-"""Allocations through the GPU ledger: conditional UPDATEs, CHECKs and unique claims refuse double allocation."""
+"""Allocations through the GPU ledger: rows locked and re-checked, CHECKs and unique claims refuse double allocation."""
 
 from __future__ import annotations
 
@@ -62,24 +62,12 @@ def ensure_cluster_ledgers(cluster_id: int) -> int:
 
 def _claim(job: Job, share: ShareSpec, replicas_max: int) -> Allocation:
     """Take one share through the ledger; raise StaleDecision when the GPU no longer has room."""
-    ledger = GpuLedger.objects.filter(gpu_id=share.gpu_id)
-    if share.kind in (ShareKind.WHOLE, ShareKind.MPS):
-        taken = ledger.filter(
-            compute_pct__lte=100 - share.compute_pct,
-            memory_mib__lte=F("memory_total_mib") - share.memory_mib,
-            mig_slices=0,
-            replicas=0,
-        ).update(compute_pct=F("compute_pct") + share.compute_pct, memory_mib=F("memory_mib") + share.memory_mib)
-    elif share.kind == ShareKind.MIG:
-        taken = ledger.filter(compute_pct=0, replicas=0, mig_slices__lte=8 - share.mig_slices).update(
-            mig_slices=F("mig_slices") + share.mig_slices
-        )
-    else:
-        taken = ledger.filter(compute_pct=0, mig_slices=0, replicas__lt=replicas_max).update(
-            replicas=F("replicas") + 1, replicas_max=replicas_max
-        )
-    if not taken:
+    # The same room rules as a round's bulk placement (_fits), on the row locked for this claim.
+    ledger = GpuLedger.objects.select_for_update().filter(gpu_id=share.gpu_id).first()
+    if ledger is None or not _fits(ledger, share, replicas_max):
         raise StaleDecision(f"GPU {share.gpu_id} no longer has room for a {share.kind} share")
+    _take(ledger, share, replicas_max)
+    ledger.save(update_fields=["compute_pct", "memory_mib", "mig_slices", "replicas", "replicas_max"])
     allocation = Allocation.objects.create(
         job=job,
         gpu_id=share.gpu_id,
@@ -128,7 +116,7 @@ def release_allocations(job: Job) -> int:
 
 
 def _fits(ledger: GpuLedger, share: ShareSpec, replicas_max: int) -> bool:
-    """The same conditions as _claim's conditional UPDATE, on a locked ledger row in memory."""
+    """Room rules of the ledger, checked on a locked row in memory (by _claim and by a round's bulk placement)."""
     if share.kind in (ShareKind.WHOLE, ShareKind.MPS):
         return (
             ledger.compute_pct + share.compute_pct <= 100
