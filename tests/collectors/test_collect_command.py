@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from io import StringIO
 from pathlib import Path
 
@@ -44,3 +45,48 @@ def test_option_the_collector_does_not_take():
 def test_missing_root_is_an_error_not_a_traceback(tmp_path):
     with pytest.raises(CommandError, match="nothing read"):
         run("--collector", "sysfs-ib", "--root", str(tmp_path / "absent"), "--node", "n1", "--once")
+
+
+SWITCH = "0x7cfe9003009ce5b0"
+
+
+def test_perfquery_switch_from_saved_output_json():
+    body = json.loads(
+        run("--collector", "perfquery", "--file", str(FIXTURES / "perfquery_lx_switch_0x7cfe9003009ce5b0.out"),
+            "--switch", SWITCH.upper().replace("0X", "0x"), "--node", "ib-agent-1", "--once", "--json")
+    )  # fmt: skip
+    assert body["node"] == "ib-agent-1" and body["errors"] == []
+    assert [(p["device"], p["guid"], p["port"]) for p in body["ports"]] == [(SWITCH, SWITCH, 1), (SWITCH, SWITCH, 2)]
+
+
+def test_perfquery_switches_live_with_one_failing(tmp_path, monkeypatch):
+    """--switch, repeatable, runs perfquery per switch; one that fails is a warning, not the end of the poll."""
+    fake = tmp_path / "perfquery"
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$5" = "{SWITCH}" ]; then cat {FIXTURES / "perfquery_lx_switch_0x7cfe9003009ce5b0.out"}; exit 0; fi\n'
+        'echo "ibwarn: can\'t resolve destination port $5" >&2; exit 255\n'
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    err = StringIO()
+    out = StringIO()
+    call_command("collect", "--collector", "perfquery", "--node", "ib-agent-1", "--switch", SWITCH,
+                 "--switch", "0x0002c90300000bad", "--once", stdout=out, stderr=err)  # fmt: skip
+    assert out.getvalue().count(f"{SWITCH} port ") == 2
+    assert "switch 0x0002c90300000bad: " in err.getvalue() and "exit status 255" in err.getvalue()
+
+
+def test_perfquery_bad_switch_guid_and_misuse():
+    with pytest.raises(CommandError, match="not a switch node GUID"):
+        run("--collector", "perfquery", "--switch", "leaf-1", "--node", "n1", "--once")
+    with pytest.raises(CommandError, match="give it alone"):
+        run("--collector", "perfquery", "--switch", "all", "--switch", SWITCH, "--node", "n1", "--once")
+    with pytest.raises(CommandError, match="takes no --switches"):
+        run("--collector", "sysfs-ib", "--switch", SWITCH, "--node", "n1", "--once")
+
+
+def test_perfquery_directory(tmp_path):
+    (tmp_path / f"{SWITCH}.out").write_text((FIXTURES / "perfquery_lx_switch_0x7cfe9003009ce5b0.out").read_text())
+    body = json.loads(run("--collector", "perfquery", "--directory", str(tmp_path), "--node", "a", "--once", "--json"))
+    assert [p["port"] for p in body["ports"]] == [1, 2] and body["errors"] == []

@@ -1,6 +1,8 @@
-"""python manage.py collect --collector NAME [--root DIR | --url URL | --file PATH] --node HOST --once [--json]
+"""python manage.py collect --collector NAME [--root DIR | --url URL | --file PATH | --directory DIR]
+                           --node HOST [--switch GUID ...] --once [--json]
 
 Prints what one poll of one node reads, so an operator can check a node by hand before enabling it.
+Switch ports (perfquery, on the fabric agent): --switch GUID, repeatable, or --switch all to discover them.
 """
 
 import dataclasses
@@ -22,14 +24,30 @@ class Command(BaseCommand):
         where.add_argument("--root", help="sysfs-ib: the infiniband class directory (default /sys/class/infiniband)")
         where.add_argument("--url", help="prometheus: a /metrics URL (dcgm-exporter, node_exporter)")
         where.add_argument("--file", help="prometheus/perfquery: read this file instead of the live source")
+        where.add_argument("--directory", help="perfquery: saved switch outputs, <guid>.out each (no live perfquery)")
+        parser.add_argument(
+            "--switch",
+            action="append",
+            metavar="GUID",
+            help="perfquery: read every port of this switch (node GUID, repeatable; 'all' = discover with ibswitches)",
+        )
+        parser.add_argument("--rcv-error-details", action="store_true", help="perfquery: also PortRcvErrorDetails (-E)")
         parser.add_argument("--once", action="store_true", help="one poll, then exit (the default)")
         parser.add_argument("--interval", type=float, default=0.0, help="poll every N seconds until interrupted")
         parser.add_argument("--json", action="store_true")
 
     def handle(self, **o):
         try:
-            collector = get_collector(o["collector"], root=o["root"], url=o["url"], file=o["file"])
-        except (UnknownCollector, TypeError, ImportError) as exc:
+            collector = get_collector(
+                o["collector"],
+                root=o["root"],
+                url=o["url"],
+                file=o["file"],
+                directory=o["directory"],
+                switches=self._switches(o["switch"]),
+                rcv_error_details=o["rcv_error_details"] or None,
+            )
+        except (UnknownCollector, TypeError, ImportError, ValueError) as exc:
             raise CommandError(str(exc).strip("\"'")) from exc
         while True:
             sample = collector.collect(o["node"])
@@ -39,6 +57,16 @@ class Command(BaseCommand):
             time.sleep(o["interval"])
         if sample.errors and not (sample.gpus or sample.ports):
             raise CommandError(f"nothing read: {'; '.join(sample.errors)}")
+
+    @staticmethod
+    def _switches(values: list[str] | None) -> list[str] | str | None:
+        if not values:
+            return None
+        if "all" in values:
+            if len(values) > 1:
+                raise CommandError("--switch all discovers every switch: give it alone")
+            return "all"
+        return values
 
     def _print(self, sample, *, as_json: bool) -> None:
         if as_json:
