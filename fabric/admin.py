@@ -10,9 +10,11 @@ from django.core.paginator import Paginator
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
+from clusterctl.admin_paginators import EstimatedCountPaginator
 from fabric import actions
 from fabric.choices import AlertSeverity, GpuHealth, LinkState, NodeState, PortState, SwitchRole
 from fabric.models import GPU, HCA, Alert, Cluster, ImportRecord, Link, Node, NodeTopology, Port, Switch
+from fabric.models.telemetry import GpuMetric, GpuMetricRollup, PortMetric, PortMetricRollup
 
 
 def badge(choices, value: str, label: str):
@@ -241,3 +243,54 @@ class AlertAdmin(admin.ModelAdmin):
         for alert in queryset:
             actions.acknowledge_alert(alert, actor=str(request.user))
         self.message_user(request, "Acknowledged.", messages.SUCCESS)
+
+
+#
+# Time series: read-only (ingest and the rollup task write them, retention deletes them), millions of rows, so
+# no full COUNT(*) (EstimatedCountPaginator), newest first by primary key, no per-row queries.
+#
+
+
+class TimeSeriesAdmin(admin.ModelAdmin):
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False
+    ordering = ["-pk"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(GpuMetric)
+class GpuMetricAdmin(TimeSeriesAdmin):
+    list_display = ["at", "gpu", "utilisation_pct", "memory_used_mib", "temperature_c", "power_w"]
+    list_filter = ["gpu__node__cluster"]
+    list_select_related = ["gpu__node"]
+
+
+@admin.register(PortMetric)
+class PortMetricAdmin(TimeSeriesAdmin):
+    list_display = ["at", "port", "tx_bytes_per_s", "rx_bytes_per_s", "xmit_wait_per_s", "utilisation", "errors"]
+    list_filter = ["port__cluster"]
+    list_select_related = ["port__switch", "port__hca__node"]
+
+
+@admin.register(GpuMetricRollup)
+class GpuMetricRollupAdmin(TimeSeriesAdmin):
+    list_display = ["at", "resolution_s", "gpu", "samples", "utilisation_pct_avg", "utilisation_pct_max",
+                    "memory_used_mib_max", "temperature_c_max", "power_w_avg", "power_w_max"]  # fmt: skip
+    list_filter = ["resolution_s", "gpu__node__cluster"]
+    list_select_related = ["gpu__node"]
+
+
+@admin.register(PortMetricRollup)
+class PortMetricRollupAdmin(TimeSeriesAdmin):
+    list_display = ["at", "resolution_s", "port", "samples", "tx_bytes_per_s_avg", "rx_bytes_per_s_avg",
+                    "utilisation_avg", "utilisation_max", "xmit_wait_per_s_avg", "errors_total"]  # fmt: skip
+    list_filter = ["resolution_s", "port__cluster"]
+    list_select_related = ["port__switch", "port__hca__node"]

@@ -5,7 +5,7 @@ from .links import Link
 from .nodes import HCA, Node
 from .ports import Port
 from .switches import Switch
-from .telemetry import GpuMetric, PortMetric
+from .telemetry import GpuMetric, GpuMetricRollup, PortMetric, PortMetricRollup, Resolution
 
 __all__ = [
     "GPU",
@@ -13,11 +13,14 @@ __all__ = [
     "Alert",
     "Cluster",
     "GpuMetric",
+    "GpuMetricRollup",
     "ImportRecord",
     "Link",
     "Node",
     "NodeTopology",
     "Port",
     "PortMetric",
+    "PortMetricRollup",
+    "Resolution",
     "Switch",
 ]
