@@ -47,6 +47,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Request metrics for /metrics (django-prometheus): first and last, to time the stack and the view.
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -55,6 +57,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "clusterctl.urls"
@@ -107,19 +110,25 @@ if REDIS_URL:
         }
     }
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    # Telemetry keeps a few keys per node (previous sample, load): the default 300 entries would evict them.
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "OPTIONS": {"MAX_ENTRIES": 1_000_000}}
+    }
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 #
 # Celery (configured from these settings by clusterctl/celery.py)
 #
-CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "memory://")
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "memory://localhost/")
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=REDIS_URL or "cache+memory://")
 # Embedded mode has no worker process yet: tasks run inline there (rounds after each submit).
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=EMBEDDED)
 CELERY_BEAT_SCHEDULE = {
     "scheduling-rounds": {"task": "scheduler.tasks.periodic_rounds", "schedule": env.float("ROUND_INTERVAL_S", 10.0)},
     "telemetry-poll": {"task": "fabric.tasks.poll_all", "schedule": env.float("TELEMETRY_INTERVAL_S", 10.0)},
+    # Time series upkeep (fabric.actions.rollup_metrics / prune_metrics): both idempotent.
+    "telemetry-rollup": {"task": "fabric.tasks.rollup_metrics", "schedule": 60.0},
+    "telemetry-prune": {"task": "fabric.tasks.prune_metrics", "schedule": 3600.0},
 }
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -142,9 +151,35 @@ COLLECTORS = {
     "twin": "fabric.collectors.twin.TwinCollector",
 }
 # Constructor options per collector for the node agents (e.g. {"sysfs-ib": {"root": "/host/sys/class/infiniband"}}).
-COLLECTOR_OPTIONS: dict[str, dict] = {}
+# perfquery: a switch poll must finish inside poll_switches' 30 s limit, however many switches hang.
+COLLECTOR_OPTIONS: dict[str, dict] = {"perfquery": {"timeout": 5, "budget": 20}}
 # The collector beat polls every node with; empty: no polling.
 TELEMETRY_COLLECTOR = env.str("TELEMETRY_COLLECTOR", default="")
+TELEMETRY_INTERVAL_S = env.float("TELEMETRY_INTERVAL_S", 10.0)
+# Switch ports have no sysfs: one node per cluster (the fabric agent) reads them over the fabric with
+# TELEMETRY_SWITCH_COLLECTOR. Host names; "auto" = the first up node of each cluster; empty = no switch polling.
+TELEMETRY_FABRIC_AGENTS = env.list("TELEMETRY_FABRIC_AGENTS", default=[])
+TELEMETRY_SWITCH_COLLECTOR = env.str("TELEMETRY_SWITCH_COLLECTOR", default="perfquery")
+# Poll tasks go to each node's own queue node.<hostname> (its agent). False: the default queue (embedded demo).
+TELEMETRY_NODE_QUEUES = env.bool("TELEMETRY_NODE_QUEUES", default=True)
+# Results of one poll are ingested together once this many seconds passed since the first arrived.
+TELEMETRY_BATCH_WINDOW_S = env.float("TELEMETRY_BATCH_WINDOW_S", 0.5)
+# A node whose newest sample is this many polls old is unreachable (alert), and then down (its GPUs leave).
+TELEMETRY_UNREACHABLE_POLLS = env.int("TELEMETRY_UNREACHABLE_POLLS", 3)
+TELEMETRY_DOWN_POLLS = env.int("TELEMETRY_DOWN_POLLS", 10)
+# A health alert clears (and gives capacity back) once its condition has been absent this long.
+TELEMETRY_HOLD_DOWN_S = env.float("TELEMETRY_HOLD_DOWN_S", 300.0)
+# Smoothing of link load for placement: s = alpha * raw + (1 - alpha) * s (the heat map shows raw).
+TELEMETRY_EWMA_ALPHA = env.float("TELEMETRY_EWMA_ALPHA", 0.3)
+# Time series retention: raw samples (hours), 1-minute rollups (days), 1-hour rollups (days).
+TELEMETRY_RETENTION_RAW_H = env.int("TELEMETRY_RETENTION_RAW_H", default=24)
+TELEMETRY_RETENTION_MINUTE_D = env.int("TELEMETRY_RETENTION_MINUTE_D", default=7)
+TELEMETRY_RETENTION_HOUR_D = env.int("TELEMETRY_RETENTION_HOUR_D", default=90)
+if min(TELEMETRY_RETENTION_RAW_H, TELEMETRY_RETENTION_MINUTE_D, TELEMETRY_RETENTION_HOUR_D) < 1:
+    raise ImproperlyConfigured("TELEMETRY_RETENTION_* must be at least 1 (the rollups read the tier below)")
+# The twin (collector "twin", fabric/twin_adapter.py): seed of its fault schedule, faults per simulated hour.
+TWIN_SEED = env.int("TWIN_SEED", default=0)
+TWIN_FAULT_RATE = env.float("TWIN_FAULT_RATE", default=6.0)
 
 #
 # Auth, API
@@ -217,7 +252,13 @@ CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=not DEBUG)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 SECURE_EXEMPT_PATHS = [r"^healthz$"]
-SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+# /metrics too: Prometheus scrapes a web process directly over the internal network, in plain HTTP.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+
+# /metrics (clusterctl/metrics.py) answers a request with this bearer token, or from these addresses or
+# networks (direct connections only: a proxied request needs the token). Empty token: addresses only.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+METRICS_ALLOWED_IPS = env.list("METRICS_ALLOWED_IPS", default=["127.0.0.1", "::1"])
 
 LOGGING = {
     "version": 1,

@@ -2,10 +2,36 @@
 
 from __future__ import annotations
 
-from django.db.models import Count, Q, Sum
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import Count, Max, Q, Sum
+from django.utils import timezone
 
 from fabric.choices import GpuHealth, LinkState, NodeState
-from fabric.models import GPU, Cluster, Link, Node, Switch
+from fabric.models import GPU, Cluster, ImportRecord, Link, Node, Switch
+from fabric.models.telemetry import (
+    GpuMetric,
+    GpuMetricRollup,
+    PortMetric,
+    PortMetricRollup,
+    Resolution,
+    bucket_start,
+    retention,
+)
+
+
+def fabric_version(cluster_id: int) -> tuple:
+    """Changes whenever the graph or the port -> link map can have changed: an import, a link or switch edit.
+    Caches of the fabric (the scheduler's topology index, ingest's port map) compare it to rebuild."""
+    links = Link.objects.filter(cluster_id=cluster_id).aggregate(
+        n=Count("pk"), down=Count("pk", filter=Q(state=LinkState.DOWN)), cap=Sum("capacity_gbps")
+    )
+    last_import = ImportRecord.objects.filter(cluster_id=cluster_id).aggregate(m=Max("pk"))["m"]
+    roles = tuple(Switch.objects.filter(cluster_id=cluster_id, role_source="set").values_list("pk", "role"))
+    hosts = Node.objects.filter(cluster_id=cluster_id).aggregate(n=Count("pk"), m=Max("pk"))
+    created = Cluster.objects.filter(pk=cluster_id).values_list("created", flat=True).first()
+    return (created, last_import, links["n"], links["down"], links["cap"], roles, hosts["n"], hosts["m"])
 
 
 def cluster_summary(cluster_id: int) -> dict | None:
@@ -38,3 +64,139 @@ def cluster_summary(cluster_id: int) -> dict | None:
         "links": {**links, "capacity_gbps": links["capacity_gbps"] or 0.0},
         "gpus": gpus,
     }
+
+
+#
+# Time series for charts: the finest stored tier that covers the span, merged down to a point budget
+#
+
+# A tier is used while it gives at most this many times max_points rows; its rows are then merged into slots.
+SERIES_FETCH_FACTOR = 4
+
+Point = tuple[datetime, dict[str, float | None]]
+
+
+def _tiers() -> list[tuple[int, float]]:
+    """(tier, seconds between rows): raw samples (0) every poll, then the rollups."""
+    return [(0, float(settings.TELEMETRY_INTERVAL_S) or 10.0), (Resolution.MINUTE, 60.0), (Resolution.HOUR, 3600.0)]
+
+
+def pick_resolution(since: datetime, until: datetime, max_points: int = 500, *, now: datetime | None = None) -> int:
+    """Tier for a chart of [since, until): 0 (raw samples), 60 or 3600 seconds. The finest tier that still holds
+    `since` (TELEMETRY_RETENTION_*) and has at most SERIES_FETCH_FACTOR * max_points rows in the span; else hours."""
+    now = now or timezone.now()
+    span = max((until - since).total_seconds(), 0.0)
+    for tier, step in _tiers():
+        if since >= now - retention(tier) and span / step <= SERIES_FETCH_FACTOR * max_points:
+            return tier
+    return Resolution.HOUR
+
+
+def _combine(group: list[Point]) -> Point:
+    """Several neighbouring points as one: averages weighted by samples, maxima of maxima, error sums."""
+    out: dict[str, float | None] = {"samples": sum(values["samples"] or 0 for _, values in group)}
+    for key in group[0][1]:
+        if key == "samples":
+            continue
+        present = [(values[key], values["samples"] or 0) for _, values in group if values[key] is not None]
+        if not present:
+            out[key] = None
+        elif key.endswith("_max"):
+            out[key] = max(value for value, _ in present)
+        elif key == "errors_total":
+            out[key] = sum(value for value, _ in present)
+        else:
+            weight = sum(n for _, n in present)
+            out[key] = sum(value * n for value, n in present) / weight if weight else None
+    return group[0][0], out
+
+
+def _merge(points: list[Point], since: datetime, until: datetime, max_points: int) -> list[Point]:
+    """At most max_points points: rows fall into max_points equal time slots of [since, until)."""
+    if len(points) <= max_points:
+        return points
+    width = (until - since) / max_points
+    slots: dict[int, list[Point]] = {}
+    for point in points:
+        slot = min(max(int((point[0] - since) / width), 0), max_points - 1)
+        slots.setdefault(slot, []).append(point)
+    return [_combine(group) for _, group in sorted(slots.items())]
+
+
+def metric_series(
+    kind: str,
+    object_id: int,
+    since: datetime,
+    until: datetime | None = None,
+    *,
+    max_points: int = 500,
+    now: datetime | None = None,
+) -> list[Point]:
+    """History of one GPU (kind "gpu") or port ("port") over [since, until), oldest first, at most max_points points.
+
+    Each point is (time, {field: average, field_max: maximum, "samples": raw readings}), plus "errors_total" for a
+    port; fields are GpuMetric.SERIES_FIELDS or PortMetric.SERIES_FIELDS, and a raw sample is its own average and
+    maximum. The tier comes from pick_resolution (raw for short spans, then 1-minute, then 1-hour rollups); one
+    query reads at most SERIES_FETCH_FACTOR * max_points rows, and more than max_points are merged into slots.
+    """
+    if kind not in ("gpu", "port"):
+        raise ValueError(f"kind must be 'gpu' or 'port', not {kind!r}")
+    if max_points < 1:
+        raise ValueError("max_points must be at least 1")
+    now = now or timezone.now()
+    until = until or now
+    if until <= since:
+        return []
+    raw, rollup = (GpuMetric, GpuMetricRollup) if kind == "gpu" else (PortMetric, PortMetricRollup)
+    fields = raw.SERIES_FIELDS
+    tier = pick_resolution(since, until, max_points, now=now)
+    limit = SERIES_FETCH_FACTOR * max_points
+    points: list[Point] = []
+    if tier == 0:
+        columns = ["at", *fields, *(["errors"] if kind == "port" else [])]
+        rows = raw.objects.filter(**{f"{kind}_id": object_id}, at__gte=since, at__lt=until)
+        for row in reversed(rows.order_by("-at").values_list(*columns)[:limit]):
+            values: dict[str, float | None] = {"samples": 1}
+            for name, value in zip(fields, row[1:], strict=False):
+                values[name] = values[f"{name}_max"] = value
+            if kind == "port":
+                values["errors_total"] = sum((row[-1] or {}).values())
+            points.append((row[0], values))
+    else:
+        stats = [f"{name}_{stat}" for name in fields for stat in ("avg", "max")]
+        columns = ["at", "samples", *stats, *(["errors_total"] if kind == "port" else [])]
+        rows = rollup.objects.filter(
+            **{f"{kind}_id": object_id}, resolution_s=tier, at__gte=bucket_start(since, tier), at__lt=until
+        )
+        for row in reversed(rows.order_by("-at").values_list(*columns)[:limit]):
+            values = {"samples": row[1]}
+            for column, value in zip(columns[2:], row[2:], strict=True):
+                values[column.removesuffix("_avg")] = value
+            points.append((row[0], values))
+    return _merge(points, since, until, max_points)
+
+
+def link_labels(link_ids: list[int]) -> dict[int, str]:
+    """Link id -> "leaf01[3] <-> gpu0001 mlx5_0[1]", for any number of links in one query."""
+    from fabric.models import Port
+
+    ends: dict[int, dict[str, str]] = {}
+    rows = Port.objects.filter(link_id__in=link_ids).values_list(
+        "link_id", "link_end", "number", "switch__name", "switch__guid", "hca__node__hostname", "hca__device"
+    )
+    for link_id, end, number, sw_name, sw_guid, host, device in rows:
+        owner = (sw_name or sw_guid) if sw_guid else f"{host} {device}"
+        ends.setdefault(link_id, {})[end] = f"{owner}[{number}]"
+    return {i: f"{e.get('a', '?')} <-> {e.get('b', '?')}" for i, e in ends.items()}
+
+
+def hottest_links(cluster_id: int, n: int = 10) -> list[dict]:
+    """The cluster's busiest links right now (raw utilisation from telemetry's latest state), with labels."""
+    from fabric.ingest import latest_utilisation
+    from fabric.telemetry.imbalance import hottest
+
+    hosts = list(Node.objects.filter(cluster_id=cluster_id).values_list("hostname", flat=True))
+    raw, _ = latest_utilisation(cluster_id, hosts, smoothed=False)
+    top = hottest({int(k): v for k, v in raw.items()}, n)
+    labels = link_labels([k for k, _ in top])
+    return [{"link": k, "utilisation": round(v, 4), "label": labels.get(k, "")} for k, v in top]

@@ -121,3 +121,64 @@ def queue_counts(pool_ids: list[int]) -> dict[int, dict[str, int]]:
         )
     )
     return {r["pool_id"]: r for r in rows}
+
+
+def pool_load(pools: list[Pool], hottest_n: int = 5) -> dict[int, dict]:
+    """Per pool, from telemetry's latest state: spread of GPU utilisation (imbalance) and its hottest host links.
+
+    Three queries whatever the number of pools (membership, GPUs, host ports) plus one cache read per cluster.
+    """
+    from fabric.ingest import node_loads
+    from fabric.models import Port
+    from fabric.selectors import link_labels
+    from fabric.telemetry.imbalance import hottest, spread
+
+    clusters = {p.cluster_id for p in pools}
+    member_of = dict(PoolNode.objects.filter(pool__cluster_id__in=clusters).values_list("node_id", "pool_id"))
+    default_of = {p.cluster_id: p.pk for p in pools if p.is_default}
+    util: dict[int, float] = {}
+    links: dict[int, float] = {}
+    hosts: dict[int, list[str]] = defaultdict(list)
+    gpu_rows = list(
+        GPU.objects.filter(node__cluster_id__in=clusters, node__role="compute").values_list(
+            "pk", "node_id", "node__cluster_id", "node__hostname"
+        )
+    )
+    for _, _, cluster_id, host in gpu_rows:
+        hosts[cluster_id].append(host)
+    for cluster_id in clusters:
+        for load in node_loads(cluster_id, sorted(set(hosts[cluster_id]))).values():
+            util.update(load["gpus"])
+            for link_id, u in load["links"].items():
+                links[link_id] = max(u, links.get(link_id, 0.0))
+    values: dict[int, list[float]] = defaultdict(list)
+    for gpu_id, node_id, cluster_id, _ in gpu_rows:
+        pool_id = member_of.get(node_id, default_of.get(cluster_id))
+        if pool_id is not None and gpu_id in util:
+            values[pool_id].append(util[gpu_id])
+    pool_links: dict[int, set[int]] = defaultdict(set)
+    for node_id, cluster_id, link_id in Port.objects.filter(
+        hca__node__cluster_id__in=clusters, link__isnull=False
+    ).values_list("hca__node_id", "cluster_id", "link_id"):
+        pool_id = member_of.get(node_id, default_of.get(cluster_id))
+        if pool_id is not None:
+            pool_links[pool_id].add(link_id)
+    tops = {p.pk: hottest(links, hottest_n, among=pool_links[p.pk]) for p in pools}
+    labels = link_labels(sorted({k for top in tops.values() for k, _ in top}))
+    out = {}
+    for p in pools:
+        s = spread(values[p.pk])
+        out[p.pk] = {
+            "gpus_reporting": s.count,
+            "mean_utilisation": s.mean,
+            "stddev": s.stddev,
+            "cv": s.cv,
+            "min": s.minimum,
+            "max": s.maximum,
+            "idle_gpus": s.idle,
+            "busy_gpus": s.busy,
+            "hottest_links": [
+                {"link": k, "utilisation": round(v, 4), "label": labels.get(k, "")} for k, v in tops[p.pk]
+            ],
+        }
+    return out

@@ -24,6 +24,7 @@ from fabric.api.serializers import (
 from fabric.choices import NodeState
 from fabric.importing import ALL_FORMATS, ParseError, import_text
 from fabric.models import GPU, HCA, Cluster, Link, Node, Switch
+from fabric.selectors import hottest_links
 from fabric.topology import analyse
 
 
@@ -70,6 +71,31 @@ class ClusterViewSet(ActionsWriteMixin, viewsets.ModelViewSet):
         """Fabric analysis: tiers, oversubscription, bisection, single points of failure, degraded links."""
         cluster = self.get_object()
         return Response({"cluster": cluster.name, **analyse(fabric_for_cluster(cluster)).to_dict()})
+
+    @extend_schema(responses={200: dict})
+    @action(detail=True, methods=["get"])
+    def load(self, request, pk=None):
+        """Live load: the busiest links of the cluster right now (`?top=N`, default 10, at most 200), and each
+        pool's spread of GPU utilisation (see /pools/<id>/load/)."""
+        from scheduler.models import Pool
+        from scheduler.selectors import pool_load
+
+        cluster = self.get_object()
+        try:
+            top = int(request.query_params.get("top", 10))
+        except ValueError:
+            raise serializers.ValidationError({"top": "must be a whole number"}) from None
+        if not 1 <= top <= 200:
+            raise serializers.ValidationError({"top": "must be between 1 and 200"})
+        pools = list(Pool.objects.filter(cluster=cluster).order_by("name"))
+        loads = pool_load(pools)
+        return Response(
+            {
+                "cluster": cluster.name,
+                "hottest_links": hottest_links(cluster.pk, top),
+                "pools": [{"pool": p.name, "id": p.pk, **loads[p.pk]} for p in pools],
+            }
+        )
 
     @extend_schema(request=ImportSerializer, responses={200: dict})
     @action(detail=True, methods=["post"], parser_classes=[MultiPartParser, FormParser], url_path="import")

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# The node name of a sample of switch ports read over the fabric by the fabric agent (perfquery or the twin);
+# its ports' `device` is the switch GUID.
+FABRIC_SOURCE = "@fabric"
+
 
 @dataclass(slots=True)
 class MigInstance:

@@ -146,3 +146,23 @@ class PoolSerializer(serializers.ModelSerializer):
     def get_queue(self, pool: Pool) -> dict:
         counts = self.context.get("queue", {}).get(pool.pk, {})
         return {"pending": counts.get("pending", 0), "running": counts.get("running", 0)}
+
+
+class HotLinkSerializer(serializers.Serializer):
+    link = serializers.IntegerField()
+    utilisation = serializers.FloatField(help_text="0..1 of the link's capacity, busiest direction, last poll")
+    label = serializers.CharField()
+
+
+class PoolLoadSerializer(serializers.Serializer):
+    """Live load of a pool from telemetry's latest state (read-only, for the dashboard and scripts)."""
+
+    gpus_reporting = serializers.IntegerField()
+    mean_utilisation = serializers.FloatField(allow_null=True)
+    stddev = serializers.FloatField(allow_null=True)
+    cv = serializers.FloatField(allow_null=True, help_text="coefficient of variation: stddev / mean; 0 = even")
+    min = serializers.FloatField(allow_null=True)
+    max = serializers.FloatField(allow_null=True)
+    idle_gpus = serializers.IntegerField()
+    busy_gpus = serializers.IntegerField()
+    hottest_links = HotLinkSerializer(many=True)

@@ -17,12 +17,13 @@ from scheduler.api.serializers import (
     JobActionSerializer,
     JobDetailSerializer,
     JobSerializer,
+    PoolLoadSerializer,
     PoolSerializer,
     QuotaSerializer,
 )
 from scheduler.choices import SharingMode, Workload
 from scheduler.models import Allocation, Job, Pool, PriorityClass, Quota
-from scheduler.selectors import LazyQueue, pool_capacities, queue_counts
+from scheduler.selectors import LazyQueue, pool_capacities, pool_load, queue_counts
 from scheduler.validation import check_request
 
 
@@ -169,3 +170,10 @@ class PoolViewSet(viewsets.ReadOnlyModelViewSet):
         context["queue"] = queue_counts([p.pk for p in pools])
         context["capacity"] = pool_capacities(pools)
         return context
+
+    @extend_schema(responses=PoolLoadSerializer)
+    @action(detail=True, methods=["get"])
+    def load(self, request, pk=None):
+        """Live load of the pool: spread of GPU utilisation (imbalance) and its hottest host links."""
+        pool = self.get_object()
+        return Response(pool_load([pool])[pool.pk])

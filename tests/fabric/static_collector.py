@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import itertools
+import time
 
 from fabric.collectors.samples import GpuSample, NodeSample, PortSample
 
 _clock = itertools.count(1)
+_last = [0.0]
+
+
+def _now(tick: int) -> float:
+    """The wall clock, strictly increasing per poll: liveness judges samples against the real clock."""
+    _last[0] = max(time.time(), _last[0] + 0.001)
+    return _last[0]
 
 
 class StaticCollector:
@@ -22,7 +30,17 @@ class StaticCollector:
             counters={"port_xmit_data": tick * 1_000_000, "port_rcv_data": tick * 1_000_000},
         )
         gpu = GpuSample(index=0, utilisation_gpu_pct=40.0)
-        return NodeSample(node=node, collected_at=1_000_000.0 + tick, collector="static", gpus=[gpu], ports=[port])
+        return NodeSample(node=node, collected_at=_now(tick), collector="static", gpus=[gpu], ports=[port])
+
+    def collect_switches(self, node: str, guids: list[str]) -> NodeSample:
+        """Port 1 of every switch asked for, with growing traffic, as the fabric agent reads them."""
+        tick = next(_clock)
+        ports = [
+            PortSample(device=g, port=1, guid=g, state="ACTIVE",
+                       counters={"port_xmit_data": tick * 2_000_000, "port_rcv_data": tick * 1_000_000})
+            for g in guids
+        ]  # fmt: skip
+        return NodeSample(node=node, collected_at=_now(tick), collector="static", ports=ports)
 
 
 class XidCollector(StaticCollector):

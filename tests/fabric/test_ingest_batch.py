@@ -1,0 +1,199 @@
+"""Batch ingest of a whole poll, switch ports from the fabric agent, smoothing, liveness, the inbox."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.core.cache import cache
+
+from fabric import inbox, tasks
+from fabric.actions import TELEMETRY_REASON, set_node_state
+from fabric.collectors.samples import FABRIC_SOURCE, GpuSample, NodeSample, PortSample
+from fabric.ingest import check_liveness, ingest_samples, last_seen, latest_utilisation, node_loads
+from fabric.models import GPU, Alert, Link, Node, Port, PortMetric
+from tests.factories import fat_tree
+
+pytestmark = pytest.mark.django_db
+
+GB = 1_000_000_000 // 4  # four-octet units in one GB
+
+
+@pytest.fixture
+def cluster():
+    c = fat_tree("batch", nodes=8, gpus_per_node=8, leaf_ports=16)
+    yield c
+    cache.clear()
+
+
+def host_sample(node: Node, t: float, units: int, state: str = "ACTIVE") -> NodeSample:
+    ports = [PortSample(device=d, port=n, state=state, counters={"port_xmit_data": units, "port_rcv_data": 0})
+             for d, n in Port.objects.filter(hca__node=node).values_list("hca__device", "number")]  # fmt: skip
+    gpus = [GpuSample(index=i, utilisation_gpu_pct=50.0) for i in range(8)]
+    return NodeSample(node=node.hostname, collected_at=t, collector="test", gpus=gpus, ports=ports)
+
+
+def poll(cluster, t: float, units: int, count: int | None = None) -> list[NodeSample]:
+    return [host_sample(n, t, units) for n in Node.objects.filter(cluster=cluster)[:count]]
+
+
+def test_one_batch_costs_the_same_queries_for_two_nodes_or_eight(cluster):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    ingest_samples(cluster.pk, poll(cluster, 1000.0, 0))  # builds the port map once
+    two, eight = poll(cluster, 1001.0, GB, count=2), poll(cluster, 1002.0, 2 * GB)
+    with CaptureQueriesContext(connection) as for_two:
+        ingest_samples(cluster.pk, two)
+    with CaptureQueriesContext(connection) as for_eight:
+        ingest_samples(cluster.pk, eight)
+    # fabric version check (5), open alerts (1), savepoints; COPY statements are not captured as queries
+    assert len(for_eight.captured_queries) == len(for_two.captured_queries) <= 16
+
+
+def test_a_batch_keeps_the_newer_of_two_samples_of_one_node(cluster):
+    node = Node.objects.filter(cluster=cluster).first()
+    result = ingest_samples(cluster.pk, [host_sample(node, 1001.0, GB), host_sample(node, 1000.0, 0)])
+    assert result.stored == [node.hostname]
+    assert last_seen(cluster.pk)[node.hostname] == 1001.0
+
+
+def test_placement_reads_smoothed_load_and_the_heat_map_raw(cluster, settings):
+    settings.TELEMETRY_EWMA_ALPHA = 0.5
+    node = Node.objects.filter(cluster=cluster).first()
+    link = Port.objects.filter(hca__node=node).first().link_id
+    ingest_samples(cluster.pk, [host_sample(node, 1000.0, 0)])
+    ingest_samples(cluster.pk, [host_sample(node, 1001.0, 50 * GB // 8)])  # 400 Gb/s link, 50 Gb/s = 1/8
+    ingest_samples(cluster.pk, [host_sample(node, 1002.0, 50 * GB // 8 + 50 * GB)])  # 400 Gb/s = full
+    raw, _ = latest_utilisation(cluster.pk, [node.hostname], smoothed=False)
+    smooth, _ = latest_utilisation(cluster.pk, [node.hostname])
+    assert raw[str(link)] == pytest.approx(1.0)
+    assert smooth[str(link)] == pytest.approx(0.5 * 1.0 + 0.5 * 0.125)
+
+
+def fabric_sample(cluster, t: float, units: int, state: str = "ACTIVE") -> tuple[NodeSample, Port]:
+    port = Port.objects.filter(cluster=cluster, switch__isnull=False, link__isnull=False,
+                               link__ports__switch__isnull=False, link__ports__hca__isnull=True).first()  # fmt: skip
+    ps = PortSample(device="0x" + port.switch.guid, port=port.number, state=state,
+                    counters={"port_xmit_data": units, "port_rcv_data": 0})  # fmt: skip
+    return NodeSample(node=FABRIC_SOURCE, collected_at=t, collector="test", ports=[ps]), port
+
+
+def test_switch_ports_from_the_fabric_agent_give_switch_link_load(cluster):
+    first, port = fabric_sample(cluster, 1000.0, 0)
+    ingest_samples(cluster.pk, [first])
+    second, _ = fabric_sample(cluster, 1001.0, 25 * GB)  # 200 Gb/s on a 400 Gb/s leaf-spine link
+    result = ingest_samples(cluster.pk, [second])
+    assert result.link_utilisation == {port.link_id: pytest.approx(0.5)}
+    assert PortMetric.objects.get(port=port).utilisation == pytest.approx(0.5)
+    links, _ = latest_utilisation(cluster.pk, [])
+    assert links[str(port.link_id)] == pytest.approx(0.5)
+
+
+def test_a_switch_port_going_down_takes_its_link_down(cluster):
+    first, port = fabric_sample(cluster, 1000.0, 0)
+    ingest_samples(cluster.pk, [first])
+    down, _ = fabric_sample(cluster, 1001.0, 0, state="DOWN")
+    ingest_samples(cluster.pk, [down])
+    alert = Alert.objects.get(rule="port_down")
+    assert alert.object_key == f"{FABRIC_SOURCE}/0x{port.switch.guid}/{port.number}"
+    assert Link.objects.get(pk=port.link_id).state == "down"
+
+
+def test_liveness_marks_silent_nodes_unreachable_then_down(cluster, settings):
+    settings.TELEMETRY_INTERVAL_S = 10.0
+    now = time.time()
+    nodes = list(Node.objects.filter(cluster=cluster).order_by("hostname"))
+    quiet, gone = nodes[0], nodes[1]
+    ingest_samples(cluster.pk, [host_sample(n, now, 0) for n in nodes[2:]])
+    ingest_samples(cluster.pk, [host_sample(quiet, now - 35, 0), host_sample(gone, now - 120, 0)])
+    check_liveness(cluster.pk, now)
+    rules = dict(Alert.objects.filter(cleared_at__isnull=True).values_list("object_key", "rule"))
+    assert rules == {f"{quiet.hostname}/node": "node_unreachable", f"{gone.hostname}/node": "node_down"}
+    gone.refresh_from_db()
+    quiet.refresh_from_db()
+    assert gone.state == "down" and gone.state_reason.startswith(TELEMETRY_REASON)
+    assert quiet.state == "up"
+
+
+def test_a_node_taken_down_by_liveness_comes_back_when_it_answers(cluster, settings):
+    settings.TELEMETRY_INTERVAL_S = 10.0
+    now = time.time()
+    gone = Node.objects.filter(cluster=cluster).first()
+    ingest_samples(cluster.pk, [host_sample(gone, now - 200, 0)])
+    check_liveness(cluster.pk, now - 60)
+    gone.refresh_from_db()
+    assert gone.state == "down"
+    ingest_samples(cluster.pk, [host_sample(gone, now - 45, 0)])
+    check_liveness(cluster.pk, now - 45)  # answering again, but held down a moment against flapping
+    gone.refresh_from_db()
+    assert gone.state == "down"
+    ingest_samples(cluster.pk, [host_sample(gone, now, 0)])
+    check_liveness(cluster.pk, now)
+    gone.refresh_from_db()
+    assert gone.state == "up" and gone.state_reason == ""
+    assert not Alert.objects.filter(cleared_at__isnull=True, object_key__startswith=f"{gone.hostname}/").exists()
+
+
+def test_liveness_never_brings_up_a_node_an_operator_took_down(cluster, settings):
+    settings.TELEMETRY_INTERVAL_S = 10.0
+    now = time.time()
+    node = Node.objects.filter(cluster=cluster).first()
+    set_node_state([node], "down", "RMA: bad DIMM")
+    ingest_samples(cluster.pk, [host_sample(node, now - 200, 0)])
+    check_liveness(cluster.pk, now - 60)
+    ingest_samples(cluster.pk, [host_sample(node, now, 0)])
+    check_liveness(cluster.pk, now + 100)
+    node.refresh_from_db()
+    assert (node.state, node.state_reason) == ("down", "RMA: bad DIMM")
+
+
+def test_down_node_gpus_leave_schedulable_capacity(cluster, settings):
+    from scheduler.adapters import build_snapshot
+
+    settings.TELEMETRY_INTERVAL_S = 10.0
+    now = time.time()
+    gone = Node.objects.filter(cluster=cluster).first()
+    ingest_samples(cluster.pk, [host_sample(gone, now - 200, 0)])
+    check_liveness(cluster.pk, now)
+    snapshot, _ = build_snapshot(cluster.pk)
+    state = next(n for n in snapshot.nodes if n.hostname == gone.hostname)
+    assert not state.up and not state.schedulable
+
+
+def test_inbox_keeps_order_and_takes_back_a_failed_batch(settings):
+    inbox.drain(999)
+    for i in range(3):
+        inbox.push(999, {"i": i})
+    taken = inbox.drain(999, limit=2)
+    assert [s["i"] for s in taken] == [0, 1]
+    inbox.push_front(999, taken)
+    assert [s["i"] for s in inbox.drain(999)] == [0, 1, 2]
+
+
+def test_ingest_batch_takes_the_whole_inbox_and_drops_a_malformed_result(cluster):
+    import dataclasses
+
+    for s in poll(cluster, 1000.0, 0):
+        inbox.push(cluster.pk, dataclasses.asdict(s))
+    inbox.push(cluster.pk, {"node": "x"})  # no collected_at
+    assert tasks.ingest_batch(cluster.pk) == 8
+    assert inbox.waiting(cluster.pk) == 0
+    assert len(node_loads(cluster.pk)) == 8
+
+
+def test_poll_asks_the_fabric_agent_for_switch_ports(cluster, settings):
+    settings.TELEMETRY_FABRIC_AGENTS = ["auto"]
+    settings.TELEMETRY_SWITCH_COLLECTOR = "static"
+    tasks.poll_cluster(cluster.pk, "static")
+    tasks.poll_cluster(cluster.pk, "static")
+    assert PortMetric.objects.filter(port__switch__isnull=False).exists()
+    assert FABRIC_SOURCE in last_seen(cluster.pk)
+
+
+def test_poll_skips_nodes_an_operator_took_down_but_asks_those_liveness_did(cluster, settings):
+    nodes = list(Node.objects.filter(cluster=cluster).order_by("hostname"))
+    set_node_state([nodes[0]], "down", "maintenance")
+    set_node_state([nodes[1]], "down", TELEMETRY_REASON + "no sample")
+    assert tasks.poll_cluster(cluster.pk, "static") == 7
+    assert GPU.objects.filter(node=nodes[0]).exists()
