@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The embedded demo: one process, no services. Migrates, builds the demo clusters, serves on 127.0.0.1:8000.
-# Extra arguments go to `manage.py demo`, e.g. scripts/demo.sh --nodes 256 --port 8080
+# The embedded demo: one process, no services. Migrates, builds the demo clusters, serves on 127.0.0.1:8000, and
+# keeps the cluster alive: a Celery worker and beat in the same process (in-memory broker) poll the twin (the
+# simulated cluster) every 5 s and run scheduling rounds, so counters move and faults come and go.
+# Extra arguments go to `manage.py demo`, e.g. scripts/demo.sh --nodes 256 --port 8080 --poll-interval 2;
+# --no-serve sets up and exits, --static serves without the worker and beat.
 source "$(dirname "$0")/_venv.sh"
 ensure_venv test
 export DEBUG="${DEBUG:-1}"

@@ -22,6 +22,12 @@ when it comes back), a GPU XID (79 or 48, reported once in `xid_events`), a host
 
 Counters are cumulative, data counters in 4-octet units, all 64-bit (`counter_bits` empty), as the
 sysfs/perfquery collectors report them; `fabric.telemetry.rates` turns two samples into rates.
+`sample` gives a host's HCA ports (`host_devices` names them, else mlx5_<i>); `switch_sample` gives the ports of
+switches, as perfquery run by a fabric agent would (device = "0x" + switch GUID, port = switch port number), so
+leaf-spine links have counters too. A flap shows on both ends of the link; symbol errors on the host end.
+
+`inherit(old)` carries counters, faults, the fault schedule and the clock over from the model a rebuilt one
+replaces (the fabric changed): links that still exist keep counting from where they were.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from fabric.collectors.samples import GpuSample, NodeSample, PortSample
-from fabric.topology.graph import HOST_SWITCH, FabricGraph, natural_key
+from fabric.topology.graph import HOST_HOST, HOST_SWITCH, FabricGraph, natural_key
 from fabric.topology.types import Fabric
 
 IDLE_POWER_W = 60.0
@@ -73,6 +79,7 @@ class TwinJob:
     workload: str = "training"
     dataset_node: str | None = None
     allreduce_gbps_per_node: float = 0.0  # what each node sends per second to its ring neighbour
+    share: float = 1.0  # of each of its GPUs: 1 whole, an MPS compute %, MIG slices / 7, 1 / time-slice replicas
 
     @property
     def nodes(self) -> list[str]:
@@ -111,8 +118,17 @@ class _Dir:
 
 
 class TwinModel:
-    def __init__(self, fabric: Fabric, gpus: list[TwinGpu], seed: int = 0, fault_rate: float = 6.0) -> None:
+    def __init__(
+        self,
+        fabric: Fabric,
+        gpus: list[TwinGpu],
+        seed: int = 0,
+        fault_rate: float = 6.0,
+        host_devices: dict[str, str] | None = None,
+    ) -> None:
+        """`host_devices`: link key -> the HCA device name at the host end (mlx5_<i> where not given)."""
         self.fabric = fabric
+        self.host_devices = host_devices or {}
         self.graph = FabricGraph.build(fabric)
         self.gpus = sorted(gpus, key=lambda g: (natural_key(g.node), g.index))
         self.gpus_by_node: dict[str, list[TwinGpu]] = {}
@@ -131,6 +147,33 @@ class TwinModel:
         g = self.graph
         self._host_link_ids = [li for li, k in enumerate(g.link_kind) if k == HOST_SWITCH]
         self._host_link_ids.sort(key=lambda li: g.links[li].key)
+        # switch GUID (lowercase, no 0x) -> [(port number, link index, the switch is the link's `a` end)]
+        by_switch: dict[str, list[tuple[int, int, bool]]] = {key: [] for key in g.switch_keys}
+        for li, link in enumerate(g.links):
+            if g.link_kind[li] == HOST_HOST:
+                continue
+            for end, number, is_a in ((link.a, link.a_port, True), (link.b, link.b_port, False)):
+                if end in by_switch:
+                    by_switch[end].append((number, li, is_a))
+        self._switch_ports: dict[str, list[tuple[int, int, bool]]] = {}
+        for key, ports in by_switch.items():
+            used = {n for n, _, _ in ports if n > 0}
+            spare = (n for n in range(1, len(ports) + len(used) + 2) if n not in used)
+            ports = [(n if n > 0 else next(spare), li, is_a) for n, li, is_a in ports]  # hand-built: no numbers
+            self._switch_ports[_guid(key)] = sorted(ports)
+
+    def inherit(self, old: TwinModel) -> None:
+        """Continue from `old` (the model of the fabric before a change): clock, fault schedule, faults on links
+        that still exist, and the counters of every link key both know. Call before the first `advance`."""
+        self._t, self._next_fault_at = old._t, old._next_fault_at
+        self._rng.setstate(old._rng.getstate())
+        keys = {link.key for link in self.graph.links}
+        self.faults = [f for f in old.faults if f.kind == XID or f.link_key in keys]
+        old_dirs = {link.key: old._dirs[li] for li, link in enumerate(old.graph.links)}
+        for li, link in enumerate(self.graph.links):
+            before = old_dirs.get(link.key)
+            if before is not None:
+                self._dirs[li] = (_copy_dir(before[0]), _copy_dir(before[1]))
 
     # ---- time ----
 
@@ -343,8 +386,8 @@ class TwinModel:
             util = mem_share = 0.0
             for job in jobs:
                 u, m = _WORKLOAD_LOAD.get(job.workload, _DEFAULT_LOAD)
-                util += u
-                mem_share += m
+                util += u * job.share
+                mem_share += m * job.share
             util = min(100.0, util + rng.uniform(-3.0, 3.0))
             mem_share = min(0.98, mem_share + rng.uniform(-0.01, 0.01))
         else:
@@ -395,37 +438,75 @@ class TwinModel:
             link = g.links[li]
             host_is_b = link.b == node
             tx, rx = self._dirs[li][1 if host_is_b else 0], self._dirs[li][0 if host_is_b else 1]
-            is_down = link.key in down or not link.up
-            extra = 0.0 if is_down else dt
-            flaps = sum(1 for f in self.faults if f.kind == FLAP and f.link_key == link.key and f.end <= now)
+            device = self.host_devices.get(link.key, f"mlx5_{i}")
+            number = (link.b_port if host_is_b else link.a_port) or 1
+            ports.append(self._port(li, device, number, tx, rx, now, dt, down, host_end=True))
+        return ports
+
+    def switch_sample(self, node: str, guids: list[str], now: float) -> NodeSample:
+        """The ports of switches `guids` that have a link, as a fabric agent reading them with perfquery sees
+        them: device (and guid) "0x" + switch GUID, port = the switch's port number; `node` names the agent."""
+        out = NodeSample(node=node, collected_at=now, collector="twin")
+        dt = 0.0 if self._t is None else max(0.0, now - self._t)
+        down = self._down_links(now)
+        for guid in guids:
+            ports = self._switch_ports.get(_guid(guid))
+            if ports is None:
+                out.errors.append(f"switch {guid!r} is not in the twin")
+                continue
+            device = "0x" + _guid(guid)
+            for number, li, is_a in ports:
+                tx, rx = self._dirs[li][0 if is_a else 1], self._dirs[li][1 if is_a else 0]
+                out.ports.append(self._port(li, device, number, tx, rx, now, dt, down, host_end=False))
+        return out
+
+    def _port(
+        self, li: int, device: str, number: int, tx: _Dir, rx: _Dir, now: float, dt: float, down: set[str],
+        *, host_end: bool,
+    ) -> PortSample:  # fmt: skip
+        """One end of link `li`: `tx` the direction it sends, `rx` the one it receives, counters at `now`."""
+        link = self.graph.links[li]
+        is_down = link.key in down or not link.up
+        extra = 0.0 if is_down else dt
+        flaps = sum(1 for f in self.faults if f.kind == FLAP and f.link_key == link.key and f.end <= now)
+        symbols = 0
+        if host_end:  # the host's receiver is the sick one
             symbols = sum(
                 int(f.errors_per_s * (min(now, f.end) - f.start))
                 for f in self.faults
                 if f.kind == SYMBOL_ERRORS and f.link_key == link.key and f.start <= now
             )
-            ports.append(
-                PortSample(
-                    device=f"mlx5_{i}",
-                    port=1,
-                    state="DOWN" if is_down else "ACTIVE",
-                    phys_state="Polling" if is_down else "LinkUp",
-                    rate_gbps=link.capacity_gbps,
-                    rate_text=f"{link.capacity_gbps:g} Gb/sec ({link.width}X {link.speed})".strip(),
-                    counters={
-                        "port_xmit_data": int((tx.bytes + tx.rate_bps * extra) // 4),
-                        "port_rcv_data": int((rx.bytes + rx.rate_bps * extra) // 4),
-                        "port_xmit_packets": int((tx.bytes + tx.rate_bps * extra) // 4096),
-                        "port_rcv_packets": int((rx.bytes + rx.rate_bps * extra) // 4096),
-                        "port_xmit_wait": int(tx.wait + tx.wait_per_s * extra),
-                        "symbol_error": symbols,
-                        "link_downed": flaps,
-                        "port_rcv_errors": 0,
-                        "link_error_recovery": 0,
-                        "port_xmit_discards": 0,
-                    },
-                )
-            )
-        return ports
+        return PortSample(
+            device=device,
+            port=number,
+            guid="" if host_end else device,
+            state="DOWN" if is_down else "ACTIVE",
+            phys_state="Polling" if is_down else "LinkUp",
+            rate_gbps=link.capacity_gbps,
+            rate_text=f"{link.capacity_gbps:g} Gb/sec ({link.width}X {link.speed})".strip(),
+            counters={
+                "port_xmit_data": int((tx.bytes + tx.rate_bps * extra) // 4),
+                "port_rcv_data": int((rx.bytes + rx.rate_bps * extra) // 4),
+                "port_xmit_packets": int((tx.bytes + tx.rate_bps * extra) // 4096),
+                "port_rcv_packets": int((rx.bytes + rx.rate_bps * extra) // 4096),
+                "port_xmit_wait": int(tx.wait + tx.wait_per_s * extra),
+                "symbol_error": symbols,
+                "link_downed": flaps,
+                "port_rcv_errors": 0,
+                "link_error_recovery": 0,
+                "port_xmit_discards": 0,
+            },
+        )
+
+
+def _guid(key: str) -> str:
+    """A switch GUID as the database keeps it: lowercase, no 0x."""
+    key = key.strip().lower()
+    return key[2:] if key.startswith("0x") else key
+
+
+def _copy_dir(d: _Dir) -> _Dir:
+    return _Dir(d.rate_bps, d.wait_per_s, d.offered_bps, d.bytes, d.wait)
 
 
 def _hash(*parts: str | int) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from fabric.collectors.twin import TwinCollector
@@ -318,9 +320,12 @@ def test_unknown_node_sample_has_an_error():
     assert m.sample("nope", 0.0).errors
 
 
-def test_collector_without_model_reports_an_error():
+def test_collector_without_model_and_without_database_reports_an_error():
+    # without a model the collector reads the stored cluster (tests/collectors/test_twin_db.py); no database here
     s = TwinCollector().collect("gpu0001")
-    assert s.collector == "twin" and s.errors == ["no twin model configured"] and s.ports == []
+    assert s.collector == "twin" and s.ports == [] and len(s.errors) == 1 and s.errors[0].startswith("twin: ")
+    s = TwinCollector().collect_switches("gpu0001", ["0xb8cef60000100001"])
+    assert s.collector == "twin" and s.ports == [] and s.errors[0].startswith("twin: ")
 
 
 def test_collector_samples_the_model_now():
@@ -328,3 +333,166 @@ def test_collector_samples_the_model_now():
     m.advance(0.0, [job("j1", ["gpu0001", "gpu0002"])])
     s = TwinCollector(m).collect("gpu0001")
     assert s.collector == "twin" and s.collected_at > 1e9 and len(s.ports) == 8 and s.errors == []
+
+
+# ---- switch ports ----
+
+
+def two_tier(nodes: int = 8) -> Fabric:
+    """A 2:1 fat tree with two units of leaves: nodes of different units talk through the spines."""
+    return fabric_from_parsed(generate_fat_tree(nodes=nodes, gpus_per_node=8, leaf_ports=8, oversubscription=2.0))
+
+
+def far_pair(fabric: Fabric) -> tuple[str, str]:
+    """Two hosts that share no leaf."""
+    leaves = {h.key: {link.a for link in host_links(fabric, h.key)} for h in fabric.hosts}
+    first = fabric.hosts[0].key
+    return first, next(h for h, ls in leaves.items() if not ls & leaves[first])
+
+
+def by_port(sample) -> dict[tuple[str, int], object]:
+    return {(p.device, p.port): p for p in sample.ports}
+
+
+def test_switch_sample_has_every_linked_port_named_like_perfquery():
+    fabric = two_tier()
+    m = TwinModel(fabric, gpus_of([h.key for h in fabric.hosts]), fault_rate=0.0)
+    m.advance(0.0, [])
+    guids = ["0x" + s.key for s in fabric.switches]
+    s = m.switch_sample("gpu0001", guids, 0.0)
+    assert s.node == "gpu0001" and s.collector == "twin" and s.errors == [] and s.gpus == []
+    expected = {("0x" + link.a, link.a_port) for link in fabric.links} | {
+        ("0x" + link.b, link.b_port) for link in fabric.links if not link.b.startswith("gpu")
+    }
+    assert set(by_port(s)) == expected and len(s.ports) == len(expected)
+    for p in s.ports:
+        assert p.guid == p.device and p.state == "ACTIVE" and p.rate_gbps == 400.0
+        assert p.counters["port_xmit_data"] == p.counters["port_rcv_data"] == p.counters["port_xmit_wait"] == 0
+    # bare GUIDs work too; an unknown one is reported, the others still sampled
+    s2 = m.switch_sample("gpu0001", [fabric.switches[0].key, "0x00000000deadbeef"], 0.0)
+    assert s2.errors == ["switch '0x00000000deadbeef' is not in the twin"]
+    assert {p.device for p in s2.ports} == {"0x" + fabric.switches[0].key}
+
+
+def test_cross_leaf_job_loads_leaf_spine_ports_and_switch_counters_only_grow():
+    fabric = two_tier()
+    src, dst = far_pair(fabric)
+    m = TwinModel(fabric, gpus_of([h.key for h in fabric.hosts]), fault_rate=0.0)
+    jobs = [job("j", [src, dst], gbps=800.0)]
+    guids = ["0x" + s.key for s in fabric.switches]
+    spines = {"0x" + s.key for s in fabric.switches if s.role == "spine"}
+    samples = []
+    for t in range(0, 50, 10):
+        m.advance(float(t), jobs)
+        samples.append(m.switch_sample("agent", guids, float(t)))
+    for a, b in itertools.pairwise(samples):
+        pa, pb = by_port(a), by_port(b)
+        for key, p in pb.items():
+            for c in ("port_xmit_data", "port_rcv_data", "port_xmit_wait", "port_xmit_packets"):
+                assert p.counters[c] >= pa[key].counters[c]
+    first, last = by_port(samples[0]), by_port(samples[-1])
+    moved = {key for key, p in last.items() if p.counters["port_xmit_data"] > first[key].counters["port_xmit_data"]}
+    assert {dev for dev, _ in moved} & spines, "nothing crossed a spine"
+    # every byte goes up from a leaf once and comes down to a leaf once (through spines and cores in between)
+    roles = {s.key: s.role for s in fabric.switches}
+    up = down = 0
+    for link in fabric.links:
+        if roles.get(link.a) == "leaf" and roles.get(link.b) == "spine":
+            leaf_port = last[("0x" + link.a, link.a_port)]
+            up += leaf_port.counters["port_xmit_data"] * 4
+            down += leaf_port.counters["port_rcv_data"] * 4
+        assert not (roles.get(link.b) == "leaf" and roles.get(link.a) == "spine")
+    assert up == pytest.approx(2 * 800e9 / 8 * 40, rel=1e-3)  # 800 Gb/s each way, 40 s
+    assert down == pytest.approx(up, rel=1e-6)
+
+
+def test_switch_port_facing_a_host_mirrors_the_host_port():
+    fabric = two_tier()
+    src, dst = far_pair(fabric)
+    m = TwinModel(fabric, gpus_of([h.key for h in fabric.hosts]), fault_rate=0.0)
+    m.advance(0.0, [job("j", [src, dst], gbps=800.0)])
+    host = m.sample(src, 7.0)
+    switches = by_port(m.switch_sample("agent", ["0x" + s.key for s in fabric.switches], 7.0))
+    for link, hp in zip(host_links(fabric, src), host.ports, strict=True):
+        sp = switches[("0x" + link.a, link.a_port)]
+        assert sp.counters["port_rcv_data"] == hp.counters["port_xmit_data"] > 0
+        assert sp.counters["port_xmit_data"] == hp.counters["port_rcv_data"] > 0
+
+
+def test_oversubscribed_uplinks_grow_xmit_wait_on_the_switch_port():
+    fabric = two_tier()
+    src, dst = far_pair(fabric)
+    m = TwinModel(fabric, gpus_of([h.key for h in fabric.hosts]), fault_rate=0.0)
+    jobs = [job("j", [src, dst], gbps=2400.0)]  # 300 Gb/s per rail; a 2:1 leaf has half the uplinks
+    m.advance(0.0, jobs)
+    guids = ["0x" + s.key for s in fabric.switches]
+    a = m.switch_sample("agent", guids, 0.0)
+    m.advance(10.0, jobs)
+    b = m.switch_sample("agent", guids, 10.0)
+    waits = [p.counters["port_xmit_wait"] - by_port(a)[k].counters["port_xmit_wait"] for k, p in by_port(b).items()]
+    assert max(m.link_offered_gbps().values()) == pytest.approx(600.0)  # two rails' flows share an uplink
+    assert max(waits) == pytest.approx(WAIT_TICKS_PER_S * 0.5 * 10, rel=1e-6)
+    assert min(waits) == 0
+
+
+def test_flap_shows_on_both_ends_and_symbol_errors_on_the_host_end():
+    fabric = two_tier()
+    m = TwinModel(fabric, gpus_of([h.key for h in fabric.hosts]), fault_rate=0.0)
+    link = host_links(fabric, "gpu0002")[0]
+    m.schedule_fault(FLAP, start=5.0, duration=10.0, link_key=link.key)
+    m.schedule_fault(SYMBOL_ERRORS, start=0.0, duration=100.0, link_key=link.key, errors_per_s=1.0)
+    m.advance(0.0, [])
+    guid = "0x" + link.a
+
+    def switch_port(t):
+        return by_port(m.switch_sample("agent", [guid], t))[(guid, link.a_port)]
+
+    assert switch_port(8.0).state == "DOWN" and m.sample("gpu0002", 8.0).ports[0].state == "DOWN"
+    assert switch_port(20.0).counters["link_downed"] == 1 == m.sample("gpu0002", 20.0).ports[0].counters["link_downed"]
+    assert (
+        switch_port(20.0).counters["symbol_error"] == 0
+        and m.sample("gpu0002", 20.0).ports[0].counters["symbol_error"] == 20
+    )
+
+
+def test_hand_built_fabric_without_port_numbers_gets_distinct_switch_ports():
+    fabric = Fabric(
+        switches=[TSwitch("L1", "leaf1"), TSwitch("S1", "spine1")],
+        hosts=[THost("h1"), THost("h2")],
+        links=[TLink("h1", "L1", "h1", 100.0), TLink("h2", "L1", "h2", 100.0), TLink("up", "L1", "S1", 100.0)],
+    )
+    m = TwinModel(fabric, gpus_of(["h1", "h2"], 1), fault_rate=0.0)
+    s = m.switch_sample("agent", ["L1", "S1"], 0.0)
+    assert sorted((p.device, p.port) for p in s.ports) == [("0xl1", 1), ("0xl1", 2), ("0xl1", 3), ("0xs1", 1)]
+
+
+def test_host_devices_name_the_hca_ports():
+    fabric = fat_tree()
+    links = host_links(fabric, "gpu0001")
+    names = {link.key: f"ib{i}" for i, link in enumerate(links)}
+    m = TwinModel(fabric, gpus_of(NODES), fault_rate=0.0, host_devices=names)
+    m.advance(0.0, [])
+    assert [(p.device, p.port) for p in m.sample("gpu0001", 0.0).ports] == [(f"ib{i}", 1) for i in range(8)]
+
+
+def test_inherit_keeps_counters_faults_and_clock():
+    old = model(seed=5, fault_rate=0.0)
+    jobs = [job("j1", ["gpu0001", "gpu0002"], gbps=800.0)]
+    old.advance(0.0, jobs)
+    old.schedule_fault(XID, start=1.0, node="gpu0003", gpu_index=2)
+    old.advance(10.0, jobs)
+    before = tx(old.sample("gpu0001", 10.0))
+    new = model(seed=5, fault_rate=0.0)
+    new.inherit(old)
+    assert tx(new.sample("gpu0001", 10.0)) == before
+    new.advance(20.0, jobs)
+    assert tx(new.sample("gpu0001", 20.0)) == pytest.approx(2 * before, rel=1e-6)
+    assert [f.target for f in new.faults] == ["gpu0003/gpu2"]
+
+
+def test_shared_gpu_load_follows_the_share():
+    m = model()
+    m.advance(0.0, [TwinJob("mps", [("gpu0001", 0)], workload="inference", share=0.25)])
+    g = m.sample("gpu0001", 0.0).gpus[0]
+    assert 10 <= g.utilisation_gpu_pct <= 20
+    assert g.memory_used_mib == pytest.approx(0.45 * 0.25 * 81559, rel=0.1)

@@ -2,11 +2,20 @@
 
 Migrates, builds two clusters (a generated H100 fat tree, and the real 8-switch SX6036
 fabric from tests/fixtures), makes an operator login, and serves UI, admin and API.
+
+While it serves, the cluster is alive: a Celery worker and beat run as threads of this process on the in-memory
+broker (clusterctl/embedded.py). Beat polls every node of every cluster through the twin collector (a simulated
+cluster driven by the jobs the scheduler placed, fabric/twin_adapter.py) every --poll-interval seconds, runs
+scheduling rounds, and the twin's faults (a flapping link, a GPU XID, a link whose symbol errors climb) raise
+alerts that clear once the fault has been gone for --hold-down seconds.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import secrets
+import threading
 import time
 from pathlib import Path
 
@@ -14,6 +23,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
+from django.db import connection
 
 from fabric import actions
 from fabric.importers import read_text
@@ -31,10 +41,26 @@ class Command(BaseCommand):
         parser.add_argument("--nodes", type=int, default=128, help="compute nodes of the generated cluster")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--no-serve", action="store_true", help="set up, then exit")
+        parser.add_argument("--poll-interval", type=float, default=5.0, help="seconds between telemetry polls")
+        parser.add_argument("--round-interval", type=float, default=10.0, help="seconds between scheduling rounds")
+        parser.add_argument(
+            "--fault-rate", type=float, default=12.0, help="twin faults per hour (0: none; TWIN_FAULT_RATE wins)"
+        )
+        parser.add_argument(
+            "--hold-down",
+            type=float,
+            default=60.0,
+            help="seconds an alert stays after its fault (TELEMETRY_HOLD_DOWN_S wins)",
+        )
+        parser.add_argument("--static", action="store_true", help="serve without the worker and beat (nothing moves)")
 
     def handle(self, **o):
+        logging.getLogger("celery").setLevel(logging.WARNING)  # not a line per task
         self.stdout.write("migrating the database ...")
         call_command("migrate", interactive=False, verbosity=0)
+        if connection.vendor == "sqlite":
+            with connection.cursor() as cursor:  # readers never wait for the worker's writes (kept in the file)
+                cursor.execute("PRAGMA journal_mode=WAL")
         self._clusters(o["nodes"])
         tokens = self._scheduler()
         password = self._operator()
@@ -49,8 +75,78 @@ class Command(BaseCommand):
                 + "".join(f"  tenant  {who}: Authorization: Token {key}\n" for who, key in tokens.items())
             )
         )
-        if not o["no_serve"]:
+        if o["no_serve"]:
+            return
+        if o["static"]:
             call_command("runserver", f"127.0.0.1:{o['port']}", use_reloader=False)
+            return
+        self._serve_live(o)
+
+    def _serve_live(self, o) -> None:
+        from clusterctl.embedded import EmbeddedCelery
+
+        if "TWIN_FAULT_RATE" not in os.environ:
+            settings.TWIN_FAULT_RATE = o["fault_rate"]
+        hold_down = float(os.environ.get("TELEMETRY_HOLD_DOWN_S", o["hold_down"]))
+        runner = EmbeddedCelery(
+            poll_interval_s=o["poll_interval"], round_interval_s=o["round_interval"], hold_down_s=hold_down
+        )
+        runner.start()
+        self.stdout.write(
+            f"live: worker and beat in this process; the twin is polled every {o['poll_interval']:g} s, rounds every "
+            f"{o['round_interval']:g} s, about {settings.TWIN_FAULT_RATE:g} faults an hour, alerts clear "
+            f"{hold_down:g} s after their fault (http://127.0.0.1:{o['port']}/admin/fabric/alert/); "
+            "a status line every 30 s"
+        )
+        self._first_fault(o["fault_rate"])
+        stop = threading.Event()
+        threading.Thread(target=self._status, args=(runner, stop), name="demo-status", daemon=True).start()
+        try:
+            call_command("runserver", f"127.0.0.1:{o['port']}", use_reloader=False)
+        finally:
+            stop.set()
+            runner.stop()
+
+    def _first_fault(self, rate: float, in_s: float = 20.0, duration: float = 40.0) -> None:
+        """Random faults come about every 3600 / rate seconds; the first comes on cue, so the demo shows one."""
+        from fabric import twin_adapter
+        from fabric.collectors.twin_model import FLAP
+
+        if rate <= 0 or "TWIN_FAULT_RATE" in os.environ:
+            return
+        try:
+            fault = twin_adapter.schedule_fault(Cluster.objects.get(name="demo").pk, FLAP, in_s=in_s, duration=duration)
+        except (Cluster.DoesNotExist, twin_adapter.TwinError) as exc:
+            self.stderr.write(f"live: no first fault ({exc})")
+            return
+        self.stdout.write(
+            f"live: in {in_s:g} s a link of {fault.node} goes down for {duration:g} s (the twin's first fault)"
+        )
+
+    def _status(self, runner, stop: threading.Event, every: float = 30.0) -> None:
+        """One line every `every` seconds: what the worker did, and the alerts the twin's faults raised."""
+        from django.db import connections
+        from django.utils import timezone
+
+        from fabric.models import Alert
+
+        since = timezone.now()
+        while not stop.wait(every):
+            try:
+                alerts = Alert.objects.filter(first_seen__gte=since)
+                line = (
+                    f"live: {runner.counts['fabric.tasks.poll_node']} node polls, "
+                    f"{runner.counts['fabric.tasks.poll_switches']} switch polls, "
+                    f"{runner.counts['fabric.tasks.ingest_batch']} ingest batches, "
+                    f"{runner.counts['scheduler.tasks.run_round']} rounds; alerts raised {alerts.count()}, "
+                    f"cleared {alerts.filter(cleared_at__isnull=False).count()}, "
+                    f"open {Alert.objects.filter(cleared_at__isnull=True).count()}"
+                )
+            except Exception as exc:  # a status line is never worth stopping the demo
+                line = f"live: status unavailable ({exc})"
+            finally:
+                connections.close_all()
+            self.stdout.write(line)
 
     def _clusters(self, nodes: int) -> None:
         if not Cluster.objects.filter(name="demo").exists():
@@ -111,11 +207,21 @@ class Command(BaseCommand):
         return tokens
 
     def _demo_jobs(self, cluster, pools, normal) -> None:
+        from fabric.models import Node
         from scheduler import actions as sched
         from scheduler.models import Tenant
 
         acme, globex = Tenant.objects.get(name="acme"), Tenant.objects.get(name="globex")
         default = next(p for p in pools.values() if p.is_default)
+        # Data-intensive jobs read their dataset from a storage server: traffic that crosses the spines.
+        storage = list(Node.objects.filter(cluster=cluster, role="storage").order_by("hostname"))
+        for i, node in enumerate(storage * 2):
+            sched.submit_jobs_bulk(
+                acme if i % 2 else globex, default, normal,
+                [{"name": f"etl-{i}", "gpus": 16, "nodes": 2, "gpus_per_node": 8, "workload": "data-intensive",
+                  "dataset_node": node, "est_runtime_s": 7200}],
+                request_round=False,
+            )  # fmt: skip
         shapes = [(64, 8), (32, 4), (16, 2), (8, None), (8, None), (4, None), (2, None), (1, None)] * 9
         for i, (gpus, nodes) in enumerate(shapes):
             tenant = acme if i % 3 else globex

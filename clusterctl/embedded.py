@@ -1,0 +1,237 @@
+"""Embedded mode's moving parts: a Celery worker and beat as threads of this process, on the in-memory broker.
+
+kombu's memory transport passes messages between the threads of one process only, so in the embedded demo the
+web server (main thread), the worker (solo pool, one daemon thread) and beat (one daemon thread, in-memory
+schedule) share the process. `configure()` points the process at that broker and at the twin: tasks stop
+running eagerly and go through the worker; node polls go to the default queue (TELEMETRY_NODE_QUEUES off), and
+the fabric agent's switch-port poll reads the twin too. Production runs the same tasks in separate worker, beat
+and node-agent processes on Redis; nothing here is used there.
+
+    with EmbeddedCelery(poll_interval_s=5).start():
+        ...  # polls, ingests, rounds and alerts happen in the background
+
+`configure()` returns what it changed and `restore()` puts it back (tests run it inside a process that has its own
+Celery configuration).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+from celery import shared_task, signals
+from celery.beat import EmbeddedService
+from celery.worker import WorkController
+from celery.worker import state as worker_state
+from django.conf import settings
+from django.db import connections
+
+from clusterctl.celery import app as default_app
+
+log = logging.getLogger(__name__)
+
+MEMORY_BROKER = "memory://localhost/"  # a host name: kombu warns on every connection without one
+MEMORY_RESULTS = "cache+memory://"
+POLLING_INTERVAL_S = 0.05  # how often the worker looks at the in-memory queues when they are empty
+
+
+def configure(
+    app=None,
+    *,
+    collector: str = "twin",
+    poll_interval_s: float = 5.0,
+    round_interval_s: float = 10.0,
+    hold_down_s: float | None = None,
+    broker_url: str = MEMORY_BROKER,
+    result_backend: str = MEMORY_RESULTS,
+) -> dict[str, Any]:
+    """Point this process at an in-process broker and the twin collector. Returns the previous values."""
+    app = app or default_app
+    django_values: dict[str, Any] = {
+        "CELERY_TASK_ALWAYS_EAGER": False,
+        "TELEMETRY_COLLECTOR": collector,
+        "TELEMETRY_INTERVAL_S": poll_interval_s,
+        "TELEMETRY_NODE_QUEUES": False,  # one worker serves every node's poll
+        "TELEMETRY_FABRIC_AGENTS": ["auto"],
+        "TELEMETRY_SWITCH_COLLECTOR": collector,
+    }
+    if hold_down_s is not None:
+        django_values["TELEMETRY_HOLD_DOWN_S"] = hold_down_s
+    schedule = {name: dict(entry) for name, entry in (app.conf.beat_schedule or {}).items()}
+    for entry in schedule.values():
+        if entry.get("task") == "fabric.tasks.poll_all":
+            entry["schedule"] = poll_interval_s
+        elif entry.get("task") == "scheduler.tasks.periodic_rounds":
+            entry["schedule"] = round_interval_s
+    transport = {**(app.conf.broker_transport_options or {}), "polling_interval": POLLING_INTERVAL_S}
+    celery_values: dict[str, Any] = {
+        "task_always_eager": False,
+        "broker_url": broker_url,
+        "result_backend": result_backend,
+        "broker_transport_options": transport,
+        "beat_schedule": schedule,
+    }
+    previous = {
+        "django": {k: getattr(settings, k, _MISSING) for k in django_values},
+        "celery": {k: app.conf.get(k) for k in celery_values},
+    }
+    for k, v in django_values.items():
+        setattr(settings, k, v)
+    app.conf.update(celery_values)
+    _reset_connections(app)
+    return previous
+
+
+def restore(previous: dict[str, Any], app=None) -> None:
+    """Undo `configure`."""
+    app = app or default_app
+    for k, v in previous["django"].items():
+        if v is _MISSING:
+            delattr(settings, k)
+        else:
+            setattr(settings, k, v)
+    app.conf.update(previous["celery"])
+    _reset_connections(app)
+
+
+_MISSING = object()
+
+
+def _reset_connections(app) -> None:
+    """Forget pooled broker connections and the result backend: the next use opens them on the new URLs."""
+    app._pool = None
+    amqp = app.__dict__.get("amqp")
+    if amqp is not None:
+        amqp._producer_pool = None
+    app._backend_cache = None
+    if getattr(app._local, "backend", None) is not None:  # a thread-bound backend: this thread's
+        del app._local.backend
+
+
+@shared_task(name="clusterctl.embedded.wake", ignore_result=True)
+def wake() -> None:
+    """Nothing: a message that ends the worker's wait for the next one, so it sees it should stop."""
+
+
+class _Worker(WorkController):
+    """A worker that says when its consumer is ready (it runs in a thread: nobody else can tell)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.ready = threading.Event()
+        super().__init__(*args, **kwargs)
+
+    def on_consumer_ready(self, consumer: Any) -> None:
+        self.ready.set()
+
+
+class EmbeddedCelery:
+    """A worker and (optionally) beat in daemon threads of this process. `start()` returns once the worker
+    consumes; `stop()` ends both. `counts` holds how many tasks of each name finished (a Counter)."""
+
+    def __init__(
+        self,
+        app=None,
+        *,
+        beat: bool = True,
+        kick: bool = True,
+        queues: list[str] | None = None,
+        loglevel: str = "WARNING",
+        **options: Any,
+    ) -> None:
+        """`options` go to `configure` (collector, poll_interval_s, round_interval_s, hold_down_s, broker_url,
+        result_backend). `kick`: poll and run a round right away instead of one interval later."""
+        self.app = app or default_app
+        self.beat = beat
+        self.kick = kick
+        self.queues = queues
+        self.loglevel = loglevel
+        self.options = options
+        self.counts: Counter[str] = Counter()
+        self.started_at: float | None = None
+        self._previous: dict[str, Any] | None = None
+        self._worker: _Worker | None = None
+        self._worker_thread: threading.Thread | None = None
+        self._beat: Any = None
+        self._count_lock = threading.Lock()
+
+    def _count(self, sender: Any = None, **_: Any) -> None:
+        name = getattr(sender, "name", None) or str(sender)
+        with self._count_lock:
+            self.counts[name] += 1
+
+    def start(self, timeout: float = 30.0) -> EmbeddedCelery:
+        self._previous = configure(self.app, **self.options)
+        for name in ("celery", "kombu"):
+            logging.getLogger(name).setLevel(self.loglevel)
+        self.app.finalize()
+        queues = self.queues or [self.app.conf.task_default_queue]
+        self._worker = _Worker(
+            app=self.app,
+            hostname=f"embedded-{threading.get_ident()}@{socket.gethostname()}",
+            pool="solo",
+            concurrency=1,
+            queues=queues,
+            loglevel=self.loglevel,
+            without_heartbeat=True,
+            without_mingle=True,
+            without_gossip=True,
+            ready_callback=None,
+        )
+        signals.task_postrun.connect(self._count, weak=False, dispatch_uid=f"embedded-count-{id(self)}")
+        worker_state.should_terminate = None
+        self._worker_thread = threading.Thread(target=self._run_worker, name="celery-worker", daemon=True)
+        self._worker_thread.start()
+        if not self._worker.ready.wait(timeout):
+            self.stop()
+            raise RuntimeError(f"the embedded Celery worker did not start within {timeout:g} s")
+        if self.beat:
+            self._beat = EmbeddedService(self.app, thread=True, scheduler_cls="celery.beat:Scheduler")
+            self._beat.start()
+        self.started_at = time.monotonic()
+        if self.kick:
+            self.app.send_task("fabric.tasks.poll_all")
+            self.app.send_task("scheduler.tasks.periodic_rounds")
+        log.info("embedded Celery: worker on %s%s", ", ".join(queues), " and beat" if self.beat else "")
+        return self
+
+    def _run_worker(self) -> None:
+        try:
+            assert self._worker is not None
+            self._worker.start()
+        except Exception:  # logged, and start() times out for the caller
+            log.exception("embedded Celery worker stopped")
+        finally:
+            connections.close_all()  # this thread's connections: they must not outlive it
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Stop beat, then let the worker finish its task and stop. Restores the process's Celery settings."""
+        beat, worker = self._beat, self._worker_thread
+        self._beat = self._worker_thread = None
+        if worker is not None:
+            worker_state.should_terminate = 0  # seen once the worker's wait for a message ends: two wake it
+            queue = (self.queues or [self.app.conf.task_default_queue])[0]
+            for _ in range(2):
+                wake.apply_async(queue=queue)
+        if beat is not None:
+            beat.service.stop(wait=False)  # wakes within a second; both wind down at once
+        if worker is not None:
+            worker.join(timeout)
+            worker_state.should_terminate = None
+            if worker.is_alive():
+                log.warning("embedded Celery worker still busy after %g s; left as a daemon thread", timeout)
+        if beat is not None:
+            beat.join(timeout)
+        signals.task_postrun.disconnect(dispatch_uid=f"embedded-count-{id(self)}")
+        if self._previous is not None:
+            restore(self._previous, self.app)
+            self._previous = None
+
+    def __enter__(self) -> EmbeddedCelery:
+        return self.start() if self._worker_thread is None else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
