@@ -225,7 +225,8 @@ def _node_rows(cluster_id, pmap, prev, sample, at, thresholds, port_rows, gpu_ro
         ref = pmap.switch_ports.get((_switch_guid(cur.device), cur.port)) if fabric else hca_ports.get(
             (cur.device, cur.port)
         )  # fmt: skip
-        out += evaluate_port(before, cur, rates, thresholds, key=f"{node}/{port_key(cur)}")
+        cabled = ref is not None and ref.link_id is not None
+        out += evaluate_port(before, cur, rates, thresholds, key=f"{node}/{port_key(cur)}", cabled=cabled)
         if ref is None or rates is None or rates.tx_bytes_per_s is None:
             continue
         util = None

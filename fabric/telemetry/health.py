@@ -151,14 +151,20 @@ def evaluate_port(
     rates: PortRates | None,
     thresholds: Thresholds | None = None,
     key: str | None = None,
+    cabled: bool = False,
 ) -> list[Finding]:
-    """Findings for one IB port: link down, error counters climbing, congestion."""
+    """Findings for one IB port: link down, error counters climbing, congestion.
+
+    A port is down when it was active and no longer is, or, when `cabled` (the inventory has a link on it), for
+    as long as it stays down: the finding repeats every poll so its alert stays open until the link is back.
+    An uncabled port that never came up is no finding.
+    """
     th = thresholds or Thresholds()
     k = key or port_key(cur)
     out: list[Finding] = []
 
     was, now = (_active(prev.state) if prev is not None else None), _active(cur.state)
-    if was and now is False:
+    if now is False and (was or cabled):
         phys = f", physical state {cur.phys_state}" if cur.phys_state else ""
         out.append(Finding("port_down", "critical", "port", k, f"link went down (state {cur.state}{phys})", True))
 

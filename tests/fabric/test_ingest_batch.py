@@ -197,3 +197,14 @@ def test_poll_skips_nodes_an_operator_took_down_but_asks_those_liveness_did(clus
     set_node_state([nodes[1]], "down", TELEMETRY_REASON + "no sample")
     assert tasks.poll_cluster(cluster.pk, "static") == 7
     assert GPU.objects.filter(node=nodes[0]).exists()
+
+
+def test_a_link_that_stays_down_keeps_its_alert_open_past_the_hold_down(cluster):
+    first, port = fabric_sample(cluster, 1000.0, 0)
+    ingest_samples(cluster.pk, [first], hold_down_s=60)
+    for t in (1001.0, 1100.0, 1200.0):
+        down, _ = fabric_sample(cluster, t, 0, state="DOWN")
+        ingest_samples(cluster.pk, [down], hold_down_s=60)
+    alert = Alert.objects.get(rule="port_down")
+    assert alert.cleared_at is None and alert.last_seen.timestamp() == 1200.0
+    assert Link.objects.get(pk=port.link_id).state == "down"

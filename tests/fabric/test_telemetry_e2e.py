@@ -43,6 +43,9 @@ def worker(request):
         "CELERY_TASK_ALWAYS_EAGER": "0",
         "CELERY_TASK_DEFAULT_QUEUE": queue,
         "TEST_CACHE_PREFIX": settings.CACHES["default"]["KEY_PREFIX"],
+        # The twin's faults at ten a second of simulated time, from a fixed seed: the first polls see some.
+        "TWIN_SEED": "7",
+        "TWIN_FAULT_RATE": "36000",
     }
     queues = ",".join([queue, *(f"node.{h}" for h in hosts)])
     proc = subprocess.Popen(
@@ -84,3 +87,22 @@ def test_poll_reaches_alert_through_a_real_worker(worker):
         pytest.fail(f"no alerts; worker said:\n{worker.communicate(timeout=10)[0][-3000:]}")
     assert set(GPU.objects.filter(node__cluster=cluster, index=0).values_list("health", flat=True)) == {"failed"}
     assert cache.get(latest_key(cluster.pk, "gpu0001"))["sample"].collector == "static"
+
+
+TWIN_FAULT_RULES = {"gpu_xid_critical", "gpu_xid", "port_down", "port_errors"}
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="the worker needs a database both processes share")
+@pytest.mark.parametrize("worker", [["gpu0001", "gpu0002"]], indirect=True)
+def test_a_twin_fault_raises_an_alert_through_a_real_worker(worker):
+    """poll -> node queue (the twin plays the hardware) -> ingest inbox -> batch -> latest state -> alert."""
+    cluster = fat_tree("e2e-twin", nodes=2, gpus_per_node=8, leaf_ports=16)
+
+    def polled_into_an_alert() -> bool:
+        tasks.poll_cluster.delay(cluster.pk, "twin")
+        return Alert.objects.filter(cluster=cluster, rule__in=TWIN_FAULT_RULES).exists()
+
+    if not wait_for(polled_into_an_alert, timeout=60):
+        worker.terminate()
+        pytest.fail(f"no twin fault alert; worker said:\n{worker.communicate(timeout=10)[0][-3000:]}")
+    assert cache.get(latest_key(cluster.pk, "gpu0001"))["sample"].collector == "twin"

@@ -193,3 +193,19 @@ def test_hold_down_keys_are_independent():
     assert h.update("b", False, 1) == "none"
     assert h.active_keys() == ["a"]
     assert h.update("a", False, 1) == "cleared"
+
+
+def test_cabled_port_that_stays_down_keeps_its_finding():
+    from fabric.collectors.samples import PortSample
+    from fabric.telemetry.health import evaluate_port
+
+    down = PortSample(device="mlx5_0", port=1, state="DOWN")
+    assert [f.rule for f in evaluate_port(down, down, None, cabled=True)] == ["port_down"]
+
+
+def test_uncabled_port_that_never_came_up_is_no_finding():
+    from fabric.collectors.samples import PortSample
+    from fabric.telemetry.health import evaluate_port
+
+    down = PortSample(device="mlx5_1", port=1, state="DOWN")
+    assert evaluate_port(down, down, None) == []
