@@ -1,5 +1,5 @@
 """WebSocket routes of every app, stitched together."""
 
-from fabric.routing import websocket_urlpatterns as fabric_ws
+from dashboard.routing import websocket_urlpatterns as dashboard_ws
 
-websocket_urlpatterns = [*fabric_ws]
+websocket_urlpatterns = [*dashboard_ws]

@@ -106,7 +106,11 @@ if REDIS_URL:
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
                 "hosts": [REDIS_URL],
-                # A client that stops reading is dropped, not buffered: small capacity, short expiry.
+                # A client that stops reading is dropped, not buffered: at most `capacity` messages wait for a
+                # socket (the broadcaster sends one a second per group), and a message unread after `expiry`
+                # seconds is gone; the page sees the seq gap and resyncs. A socket whose web process died leaves
+                # its groups after `group_expiry`; live sockets renew their membership every 10 minutes
+                # (dashboard.consumers). See docs/deployment.md "Live views".
                 "capacity": env.int("CHANNEL_CAPACITY", default=200),
                 "expiry": 10,
                 "group_expiry": 3600,

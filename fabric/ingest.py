@@ -27,6 +27,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import IntegrityError, connection, transaction
 
+from dashboard import broadcast
 from fabric import actions
 from fabric.collectors.samples import FABRIC_SOURCE, NodeSample
 from fabric.models import GPU, GpuMetric, Node, Port, PortMetric
@@ -194,6 +195,9 @@ def ingest_samples(
             exclude_rules=LIVENESS_RULES,
         )
     t_alerts = clock()
+    # The live views: new load for the heat maps, alerts refreshed (raised/cleared ones also mark through events).
+    live = ("overview", "fabric", "gpus", "alerts") if any(result.alerts.values()) else ("overview", "fabric", "gpus")
+    broadcast.mark_dirty(cluster_id, live)
     result.gpu_rows, result.port_rows = len(gpu_rows), len(port_rows)
     result.timings = {
         "read": t_read - t0,

@@ -1,4 +1,4 @@
-"""Queue events after commit, to the cluster's "queue.<id>" group (the live queue page, issue 5)."""
+"""Job events after commit (topic "queue"): the live views' broadcaster marks the queue dirty (dashboard.broadcast)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ import time
 from django.db import DatabaseError, connection, transaction
 from django.utils import timezone
 
+from dashboard import broadcast
 from fabric.models import Cluster
 from scheduler import actions
 from scheduler.adapters import build_snapshot
@@ -58,4 +59,6 @@ def run_round(cluster_id: int, trigger: str = "manual") -> SchedulingRound:
         record.duration_ms = (time.perf_counter() - t0) * 1000
         record.save()
         ClusterScheduler.objects.filter(cluster_id=cluster_id).update(last_round_at=timezone.now())
+    # Queue order and reasons, the last round on the overview (placements also mark through job events).
+    broadcast.mark_dirty(cluster_id, ("queue", "overview"))
     return record

@@ -1,0 +1,480 @@
+"""The one broadcaster of the live views (docs/dashboard.md): dirty topics in, one message per group out.
+
+Whatever changes what a page shows calls `mark_dirty(cluster_id, topics)` (ingest after its writes, a scheduling
+round after commit, fabric and job events through `on_fabric_event` / `on_job_event`). After commit the topics are
+flagged in the cache, and the first mark of a window enqueues `dashboard.tasks.broadcast` with a countdown that
+keeps each group at one message per second at most (`INTERVAL_S`). The task (`flush`) builds the current state of
+the dirty topics (dashboard.selectors), diffs it against the state it last sent (kept in the cache per cluster and
+topic: the *baseline*), and does one `group_send` per group: `fabric.<id>`, `queue.<id>`, and `queue.<id>.t<tenant>`
+for each tenant whose own jobs changed, filtered to them. Never one message per client: Channels fans a group out,
+and the frames go as text encoded once.
+
+Sockets start from the same baseline (`snapshot_frames`), so a snapshot plus the deltas that follow it always add
+up to what the broadcaster sent. A baseline missing (first use, an emptied cache) is built and stored, and the
+next broadcast of that topic sends a full `snapshot` to the group instead of a delta; so does a change of shape
+(GPUs, links or switches added or removed).
+
+With Celery eager (tests, `CELERY_TASK_ALWAYS_EAGER`) the countdown is ignored: each commit broadcasts at once.
+A channel layer or cache that fails (Redis restarting) is logged, never raised into the caller: the change that
+marked is committed already, and clients resync on reconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.core.cache import cache
+from django.db import transaction
+
+log = logging.getLogger(__name__)
+
+FABRIC_TOPICS: tuple[str, ...] = ("overview", "fabric", "gpus", "alerts")
+QUEUE_TOPICS: tuple[str, ...] = ("queue",)
+TOPICS: tuple[str, ...] = FABRIC_TOPICS + QUEUE_TOPICS
+
+INTERVAL_S = 1.0  # at most one message per group per this many seconds
+EARLY_S = 0.05  # a task this much early still runs (timer jitter)
+SCHEDULED_TTL_S = 15  # a scheduled task lost with its worker blocks new ones this long at most
+LOCK_TTL_S = 60
+STATE_TTL_S = 24 * 3600
+DIRTY_TTL_S = 3600
+TREND_POINTS = 120
+TREND_STEP_S = 10.0  # a new trend point at most this often; in between the newest point is updated
+MESSAGE_TYPE = "dashboard.push"  # -> the consumers' dashboard_push handler
+
+# Volatile fields per topic and list: a change elsewhere (or items added or removed) is a change of shape.
+LINK_FIELDS = ("util", "state", "errors")
+FABRIC_VOLATILE = {"links": set(LINK_FIELDS), "switches": {"hottest"}, "nodes": {"state", "states"}}
+GPU_VOLATILE = {"health", "util", "mem_used", "mem_total", "temp", "power", "jobs"}
+# Fabric events (fabric.events) -> the topics they change.
+EVENT_TOPICS: dict[str, tuple[str, ...]] = {
+    "inventory_changed": TOPICS,
+    "nodes_changed": ("overview", "fabric", "gpus"),
+    "health_changed": FABRIC_TOPICS,
+}
+JOB_TOPICS: tuple[str, ...] = ("queue", "overview", "gpus")
+
+
+def clock() -> float:
+    """Seconds since the epoch (tests replace it)."""
+    return time.time()
+
+
+def fabric_group(cluster_id: int) -> str:
+    return f"fabric.{cluster_id}"
+
+
+def queue_group(cluster_id: int, tenant_id: int | None = None) -> str:
+    return f"queue.{cluster_id}" if tenant_id is None else f"queue.{cluster_id}.t{tenant_id}"
+
+
+def _key(cluster_id: int, what: str) -> str:
+    return f"dashboard:{cluster_id}:{what}"
+
+
+def state_key(cluster_id: int, topic: str) -> str:
+    return _key(cluster_id, f"state:{topic}")
+
+
+def dirty_key(cluster_id: int, topic: str) -> str:
+    return _key(cluster_id, f"dirty:{topic}")
+
+
+def seq_key(group: str) -> str:
+    return f"dashboard:seq:{group}"
+
+
+def _topics(topics: Iterable[str] | str) -> tuple[str, ...]:
+    wanted = (topics,) if isinstance(topics, str) else tuple(topics)
+    unknown = set(wanted) - set(TOPICS)
+    if unknown:
+        raise ValueError(f"unknown topics {sorted(unknown)}; known: {', '.join(TOPICS)}")
+    return tuple(t for t in TOPICS if t in wanted)
+
+
+def _eager() -> bool:
+    from dashboard.tasks import broadcast
+
+    return bool(broadcast.app.conf.task_always_eager)
+
+
+#
+# Marking
+#
+
+
+def mark_dirty(cluster_id: int, topics: Iterable[str] | str = TOPICS) -> None:
+    """Say that `topics` of the cluster changed. Runs after the current transaction commits (at once outside
+    one); never raises. The first mark in a window enqueues one broadcast; the others only flag their topics."""
+    wanted = _topics(topics)
+    if wanted:
+        transaction.on_commit(lambda: _mark(cluster_id, wanted))
+
+
+def _mark(cluster_id: int, topics: tuple[str, ...]) -> None:
+    try:
+        cache.set_many({dirty_key(cluster_id, t): 1 for t in topics}, DIRTY_TTL_S)
+        schedule(cluster_id)
+    except Exception:  # a cache down must not fail the commit hook of whoever marked
+        log.exception("live views of cluster %s: could not mark %s dirty", cluster_id, ", ".join(topics))
+
+
+def schedule(cluster_id: int) -> float | None:
+    """Enqueue a broadcast unless one is already waiting; returns its countdown (None: one was waiting)."""
+    key = _key(cluster_id, "scheduled")
+    if not cache.add(key, 1, SCHEDULED_TTL_S):
+        return None
+    countdown = max(0.0, (cache.get(_key(cluster_id, "next")) or 0.0) - clock())
+    try:
+        _enqueue(cluster_id, countdown)
+    except Exception:
+        cache.delete(key)
+        raise
+    return countdown
+
+
+def _enqueue(cluster_id: int, countdown: float) -> None:
+    from dashboard.tasks import broadcast
+
+    broadcast.apply_async((cluster_id,), countdown=round(countdown, 3))
+
+
+def on_fabric_event(cluster_id: int, payload: dict[str, Any]) -> None:
+    """fabric.events listener ("fabric"): inventory, node state or health committed; mark what shows them."""
+    _mark(cluster_id, EVENT_TOPICS.get(payload.get("kind", ""), FABRIC_TOPICS))
+
+
+def on_job_event(cluster_id: int, payload: dict[str, Any]) -> None:
+    """fabric.events listener ("queue"): jobs changed status, queue position or GPUs."""
+    _mark(cluster_id, JOB_TOPICS)
+
+
+#
+# Broadcasting (the task)
+#
+
+
+def flush(cluster_id: int, *, now: float | None = None, eager: bool | None = None) -> dict[str, Any]:
+    """Broadcast the dirty topics of a cluster; what the task runs. Returns what it did (tests, logs)."""
+    now = clock() if now is None else now
+    eager = _eager() if eager is None else eager
+    next_at = cache.get(_key(cluster_id, "next")) or 0.0
+    if not eager and now < next_at - EARLY_S:  # a second task in the same window: wait for the next one
+        _enqueue(cluster_id, next_at - now)
+        return {"deferred_s": next_at - now}
+    lock = _key(cluster_id, "lock")
+    if not cache.add(lock, 1, LOCK_TTL_S):  # another flush runs: it looks for new marks when it ends
+        cache.delete(_key(cluster_id, "scheduled"))
+        return {"busy": True}
+    try:
+        cache.delete(_key(cluster_id, "scheduled"))  # marks from now on enqueue another run
+        keys = {t: dirty_key(cluster_id, t) for t in TOPICS}
+        found = cache.get_many(list(keys.values()))
+        topics = tuple(t for t in TOPICS if keys[t] in found)
+        if not topics:
+            return {"topics": ()}
+        cache.delete_many([keys[t] for t in topics])
+        cache.set(_key(cluster_id, "next"), now + INTERVAL_S, 60)
+        t0 = time.perf_counter()
+        try:
+            result = _broadcast(cluster_id, topics, now)
+        except Exception:  # the database away: keep the topics dirty for the next run
+            log.exception("live views of cluster %s: broadcast of %s failed", cluster_id, ", ".join(topics))
+            cache.set_many({keys[t]: 1 for t in topics}, DIRTY_TTL_S)
+            if not eager:  # try again in a second (eager would loop at once: there the next mark retries)
+                schedule(cluster_id)
+            return {"topics": topics, "failed": True}
+        result["build_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+    finally:
+        cache.delete(lock)
+    if cache.get_many([dirty_key(cluster_id, t) for t in TOPICS]):  # marked while we worked
+        schedule(cluster_id)
+    return result
+
+
+def _broadcast(cluster_id: int, topics: tuple[str, ...], now: float) -> dict[str, Any]:
+    from dashboard import selectors
+
+    ring = (cache.get(_key(cluster_id, "trend")) or {"points": [], "t": 0.0}) if "overview" in topics else None
+    current = selectors.build(cluster_id, topics, trend=ring["points"] if ring else None)
+    if current is None:  # the cluster is gone
+        forget(cluster_id)
+        return {"topics": topics, "gone": True}
+    if ring is not None:
+        ring = _append_trend(ring, selectors.trend_point(current["overview"], datetime.fromtimestamp(now, UTC)), now)
+        current["overview"]["trend"] = ring["points"]
+        cache.set(_key(cluster_id, "trend"), ring, STATE_TTL_S)
+    before = cache.get_many([state_key(cluster_id, t) for t in topics])
+    frames: list[tuple[str, str, Any]] = []
+    for topic in topics:
+        if topic == "queue":
+            continue
+        kind, data = diff(topic, before.get(state_key(cluster_id, topic)), current[topic])
+        if kind:
+            frames.append((kind, topic, data))
+    # The new baseline before the sequence numbers move: a socket reads the seq first, then the baseline.
+    cache.set_many({state_key(cluster_id, t): current[t] for t in topics}, STATE_TTL_S)
+    sent: dict[str, int] = {}
+    if frames:
+        sent[fabric_group(cluster_id)] = _send(fabric_group(cluster_id), frames)
+    if "queue" in topics:
+        sent.update(_send_queue(cluster_id, before.get(state_key(cluster_id, "queue")), current["queue"]))
+    return {"topics": topics, "sent": sent}
+
+
+def _append_trend(ring: dict, point: dict, now: float) -> dict:
+    points = list(ring.get("points", []))
+    if points and now - ring.get("t", 0.0) < TREND_STEP_S:
+        points[-1] = point
+        return {"points": points, "t": ring["t"]}
+    return {"points": [*points, point][-TREND_POINTS:], "t": now}
+
+
+def _send_queue(cluster_id: int, before: dict | None, after: dict) -> dict[str, int]:
+    from scheduler.models import Tenant
+
+    sent: dict[str, int] = {}
+    kind, data = diff("queue", before, after)
+    if kind:
+        sent[queue_group(cluster_id)] = _send(queue_group(cluster_id), [(kind, "queue", data)])
+    old, new = _by_tenant(before) if before else {}, _by_tenant(after)
+    per_tenant = []
+    for name in sorted(old.keys() | new.keys()):
+        kind, data = diff("queue", old.get(name, EMPTY_QUEUE) if before else None, new.get(name, EMPTY_QUEUE))
+        if kind:
+            per_tenant.append((name, kind, data))
+    if per_tenant:
+        ids = dict(Tenant.objects.filter(name__in=[n for n, _, _ in per_tenant]).values_list("name", "pk"))
+        for name, kind, data in per_tenant:
+            if name in ids:
+                group = queue_group(cluster_id, ids[name])
+                sent[group] = _send(group, [(kind, "queue", data)])
+    return sent
+
+
+EMPTY_QUEUE: dict[str, list] = {"pending": [], "running": [], "recent": []}
+
+
+def _by_tenant(state: dict) -> dict[str, dict[str, list]]:
+    """The queue topic split into each tenant's view (dashboard.selectors.for_tenant for all tenants at once)."""
+    out: dict[str, dict[str, list]] = {}
+    for part in ("pending", "running", "recent"):
+        for item in state[part]:
+            out.setdefault(item["tenant"], {"pending": [], "running": [], "recent": []})[part].append(item)
+    return out
+
+
+def _next_seq(group: str, n: int) -> int:
+    """Reserve n sequence numbers of a group; returns the first."""
+    key = seq_key(group)
+    try:
+        last = cache.incr(key, n)
+    except ValueError:  # first message of the group
+        cache.add(key, 0, None)
+        last = cache.incr(key, n)
+    return last - n + 1
+
+
+def encode(frame: dict) -> str:
+    return json.dumps(frame, separators=(",", ":"), ensure_ascii=False)
+
+
+def _send(group: str, frames: list[tuple[str, str, Any]]) -> int:
+    """One group_send carrying the frames, each with its seq; JSON encoded once here, not once per client."""
+    first = _next_seq(group, len(frames))
+    texts = [
+        encode({"type": kind, "topic": topic, "seq": first + i, "data": data})
+        for i, (kind, topic, data) in enumerate(frames)
+    ]
+    layer = get_channel_layer()
+    if layer is None:
+        return 0
+    try:
+        _group_send(layer, group, {"type": MESSAGE_TYPE, "frames": texts})
+    except Exception as exc:  # Redis restarting: clients see the seq gap (or reconnect) and resync
+        log.warning("live views: could not send %d frame(s) to %s: %s: %s", len(texts), group, type(exc).__name__, exc)
+        return 0
+    return len(texts)
+
+
+# The event loop this process's sockets run in (set by the consumers). A broadcast from another thread of the same
+# process (the embedded worker) hands its group_send to that loop: the in-memory layer's queues belong to it and are
+# not thread-safe, so a send from a loop of its own would reach a waiting socket only when its loop next wakes.
+_socket_loop: asyncio.AbstractEventLoop | None = None
+
+
+def sockets_run_in(loop: asyncio.AbstractEventLoop) -> None:
+    global _socket_loop
+    _socket_loop = loop
+
+
+def _group_send(layer, group: str, message: dict) -> None:
+    loop = _socket_loop
+    if loop is not None and loop.is_running():
+        try:
+            current = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        if current is not loop:
+            asyncio.run_coroutine_threadsafe(layer.group_send(group, message), loop).result(timeout=10)
+            return
+    async_to_sync(layer.group_send)(group, message)
+
+
+def forget(cluster_id: int) -> None:
+    """Drop what the broadcaster keeps for a cluster (baselines, trend, flags); sequence numbers stay."""
+    keys = [state_key(cluster_id, t) for t in TOPICS] + [dirty_key(cluster_id, t) for t in TOPICS]
+    keys += [_key(cluster_id, k) for k in ("trend", "next", "scheduled", "lock")]
+    cache.delete_many(keys)
+
+
+#
+# Diffs: (kind, data) with kind "delta", "snapshot" (no baseline, or the shape changed) or None (no change)
+#
+
+
+def diff(topic: str, before: dict | None, after: dict) -> tuple[str | None, Any]:
+    if before is None:
+        return "snapshot", after
+    if topic == "overview":
+        return ("delta", after) if after != before else (None, None)
+    if topic == "fabric":
+        return _diff_fabric(before, after)
+    if topic == "gpus":
+        changes = _changed(before["gpus"], after["gpus"], GPU_VOLATILE)
+        if changes is None or before.get("metrics") != after.get("metrics"):
+            return "snapshot", after
+        return ("delta", {"gpus": changes}) if changes else (None, None)
+    if topic == "alerts":
+        return _diff_alerts(before, after)
+    if topic == "queue":
+        return _diff_queue(before, after)
+    raise ValueError(f"unknown topic {topic!r}")
+
+
+def _changed(old_items: list[dict], new_items: list[dict], volatile: set[str], whole: tuple = ()) -> dict | None:
+    """{id: changed volatile fields} between two lists of items with ids; None when the shape changed."""
+    if len(old_items) != len(new_items):
+        return None
+    old = {item["id"]: item for item in old_items}
+    out: dict[str, dict] = {}
+    for item in new_items:
+        prev = old.get(item["id"])
+        if prev is None:
+            return None
+        if prev == item:
+            continue
+        fields = {k for k in item.keys() | prev.keys() if item.get(k) != prev.get(k)}
+        if not fields <= volatile:
+            return None
+        out[str(item["id"])] = {k: item.get(k) for k in (whole or sorted(fields))}
+    return out
+
+
+def _diff_fabric(before: dict, after: dict) -> tuple[str | None, Any]:
+    if before.get("aggregated") != after.get("aggregated"):
+        return "snapshot", after
+    out = {}
+    for part, volatile in FABRIC_VOLATILE.items():
+        changes = _changed(before[part], after[part], volatile, LINK_FIELDS if part == "links" else ())
+        if changes is None:
+            return "snapshot", after
+        if changes:
+            out[part] = changes
+    return ("delta", out) if out else (None, None)
+
+
+def _diff_alerts(before: dict, after: dict) -> tuple[str | None, Any]:
+    old = {a["id"]: a for a in before["alerts"]}
+    new_ids = {a["id"] for a in after["alerts"]}
+    upsert = [a for a in after["alerts"] if old.get(a["id"]) != a]
+    remove = [i for i in old if i not in new_ids]
+    if not upsert and not remove:
+        return None, None
+    return "delta", {"upsert": upsert, "remove": remove}
+
+
+def _same_job(a: dict | None, b: dict) -> bool:
+    """Equal but for the time waited, which grows every second (the page counts it from submitted_at)."""
+    if a is None:
+        return False
+    return {k: v for k, v in a.items() if k != "wait_s"} == {k: v for k, v in b.items() if k != "wait_s"}
+
+
+def _diff_queue(before: dict, after: dict) -> tuple[str | None, Any]:
+    out: dict[str, Any] = {}
+    upsert = {}
+    for part in ("pending", "running"):
+        old = {j["id"]: j for j in before[part]}
+        changed = [j for j in after[part] if not _same_job(old.get(j["id"]), j)]
+        if changed:
+            upsert[part] = changed
+    if upsert:
+        out["upsert"] = upsert
+    now_ids = {j["id"] for part in ("pending", "running") for j in after[part]}
+    remove = [j["id"] for part in ("pending", "running") for j in before[part] if j["id"] not in now_ids]
+    if remove:
+        out["remove"] = remove
+    order = [j["id"] for j in after["pending"]]
+    if order != [j["id"] for j in before["pending"]]:
+        out["order"] = order
+    seen = {(e["job"], e["kind"], e["at"]) for e in before["recent"]}
+    recent = [e for e in after["recent"] if (e["job"], e["kind"], e["at"]) not in seen]
+    if recent:
+        out["recent"] = recent
+    return ("delta", out) if out else (None, None)
+
+
+#
+# Snapshots for sockets
+#
+
+
+def snapshot_frames(
+    cluster_id: int, topics: Iterable[str], group: str, *, tenant: str | None = None
+) -> list[dict] | None:
+    """One snapshot frame per topic, from the broadcaster's baseline (built and stored when missing), carrying
+    the group's current seq: the deltas that follow on the socket continue from seq + 1. None: no such cluster."""
+    from dashboard import selectors
+
+    wanted = _topics(topics)
+    seq = cache.get(seq_key(group)) or 0  # before the baselines: see _broadcast
+    keys = {t: state_key(cluster_id, t) for t in wanted}
+    found = cache.get_many(list(keys.values()))
+    states = {t: found[k] for t, k in keys.items() if k in found}
+    missing = [t for t in wanted if t not in states]
+    if missing:
+        ring = cache.get(_key(cluster_id, "trend")) or {"points": []}
+        built = selectors.build(cluster_id, missing, trend=ring["points"])
+        if built is None:
+            return None
+        for t in missing:
+            if not cache.add(keys[t], built[t], STATE_TTL_S):  # the broadcaster was faster: use its baseline
+                built[t] = cache.get(keys[t], built[t])
+            states[t] = built[t]
+    elif not selectors.cluster_exists(cluster_id):
+        return None
+    frames = []
+    for t in wanted:
+        data = states[t]
+        if t == "queue":
+            data = _fresh_waits(selectors.for_tenant(data, tenant) if tenant is not None else data)
+        frames.append({"type": "snapshot", "topic": t, "seq": seq, "data": data})
+    return frames
+
+
+def _fresh_waits(data: dict) -> dict:
+    now = clock()
+    pending = []
+    for job in data["pending"]:
+        submitted = datetime.fromisoformat(job["submitted_at"]).timestamp() if job.get("submitted_at") else now
+        pending.append({**job, "wait_s": max(0, int(now - submitted))})
+    return {**data, "pending": pending}

@@ -1,0 +1,327 @@
+// Live data for the dashboard pages: one WebSocket per socket path, a store per topic, subscribers per topic.
+//
+// The message contract is docs/dashboard.md ("Sockets"). Usage, from any page module:
+//
+//   import { connect } from "./live.js";
+//   const live = connect("/ws/clusters/1/fabric/");          // shared: a second connect() returns the same socket
+//   const off = live.subscribe("gpus", (event) => { ... });  // event: {kind, topic, data, state, seq}
+//
+// - kind "snapshot": `state` is the topic's whole state (rebuild what depends on it). It also comes after every
+//   reconnect and resync, so a page that draws snapshots right never shows stale data.
+// - kind "delta": `data` is the delta as sent (draw only what it names); `state` already has it applied.
+// A subscriber that joins late gets the current state at once as a "snapshot".
+//
+// Store shapes (`state`), built from the snapshots and kept up to date by the deltas:
+//   overview  the object itself (its deltas replace it whole)
+//   fabric    {switches, nodes, links, aggregated, byId: {switches: Map, nodes: Map, links: Map}}  (ids as strings)
+//   gpus      {gpus, metrics, byId: Map}
+//   alerts    {alerts (newest first), byId: Map}
+//   queue     {pending (queue order), running, recent (newest first), byId: Map}
+//   other     the snapshot's data; a delta is merged into it shallowly
+//
+// The socket reconnects with exponential backoff (0.5 s doubling, capped at 10 s, with jitter), except after the
+// server's refusals (4401 signed out, 4403 no access, 4404 unknown cluster). A delta whose seq skips one makes the
+// client send {"type": "resync"}; deltas of a topic are then ignored until its fresh snapshot arrives.
+// The header badge (#live-state) shows the worst state of the page's sockets in data-state:
+// "connecting", "open", "reconnecting" or "closed".
+
+const BACKOFF_START_MS = 500;
+const BACKOFF_CAP_MS = 10_000;
+const RESYNC_RETRY_MS = 5_000;
+const REFUSALS = {
+  4401: ["signed out", "signed out: sign in again"],
+  4403: ["no access", "no access to this cluster"],
+  4404: ["unknown cluster", "unknown cluster"],
+};
+const RECENT_MAX = 200;
+
+const sockets = new Map();
+
+export function socketUrl(path) {
+  const scheme = window.location.protocol === "https:" ? "wss:" : "ws:";
+  return `${scheme}//${window.location.host}${path}`;
+}
+
+export function connect(path) {
+  let socket = sockets.get(path);
+  if (!socket) {
+    socket = new LiveSocket(path);
+    sockets.set(path, socket);
+    socket.start();
+  }
+  return socket;
+}
+
+// The sockets of this page (tests and the console can inspect them).
+export function allSockets() {
+  return [...sockets.values()];
+}
+
+function indexBy(items, key = "id") {
+  const map = new Map();
+  for (const item of items || []) map.set(String(item[key]), item);
+  return map;
+}
+
+function byNewest(field) {
+  return (a, b) => String(b[field] || "").localeCompare(String(a[field] || "")) || Number(b.id) - Number(a.id);
+}
+
+// How each topic's snapshot becomes a store, and how a delta changes it.
+const TOPICS = {
+  overview: {
+    snapshot: (data) => data,
+    delta: (_state, data) => data,
+  },
+  fabric: {
+    snapshot: (data) => ({
+      ...data,
+      switches: data.switches || [],
+      nodes: data.nodes || [],
+      links: data.links || [],
+      byId: { switches: indexBy(data.switches), nodes: indexBy(data.nodes), links: indexBy(data.links) },
+    }),
+    delta: (state, data) => {
+      for (const kind of ["switches", "nodes", "links"]) {
+        for (const [id, patch] of Object.entries(data[kind] || {})) {
+          const item = state.byId[kind].get(String(id));
+          if (item) Object.assign(item, patch);
+        }
+      }
+      return state;
+    },
+  },
+  gpus: {
+    snapshot: (data) => ({ ...data, gpus: data.gpus || [], byId: indexBy(data.gpus) }),
+    delta: (state, data) => {
+      for (const [id, patch] of Object.entries(data.gpus || {})) {
+        const gpu = state.byId.get(String(id));
+        if (gpu) Object.assign(gpu, patch);
+      }
+      return state;
+    },
+  },
+  alerts: {
+    snapshot: (data) => {
+      const alerts = [...(data.alerts || [])];
+      return { alerts, byId: indexBy(alerts) };
+    },
+    delta: (state, data) => {
+      for (const id of data.remove || []) state.byId.delete(String(id));
+      for (const alert of data.upsert || []) {
+        const old = state.byId.get(String(alert.id));
+        state.byId.set(String(alert.id), old ? Object.assign(old, alert) : alert);
+      }
+      state.alerts = [...state.byId.values()].sort(byNewest("last_seen"));
+      return state;
+    },
+  },
+  queue: {
+    snapshot: (data) => {
+      const pending = [...(data.pending || [])];
+      const running = [...(data.running || [])];
+      const byId = new Map();
+      for (const job of pending) byId.set(String(job.id), { list: "pending", job });
+      for (const job of running) byId.set(String(job.id), { list: "running", job });
+      // Positions are global queue places; on an operator's socket they are simply 1..n, so a new order
+      // renumbers them. A tenant's socket shows some of the queue only: its positions come from the server.
+      const contiguous = pending.every((job, i) => job.position === i + 1);
+      return { pending, running, recent: [...(data.recent || [])], byId, contiguous };
+    },
+    delta: (state, data) => {
+      const removed = new Set((data.remove || []).map(String));
+      for (const id of removed) state.byId.delete(id);
+      const upsert = data.upsert || {};
+      for (const list of ["pending", "running"]) {
+        for (const job of upsert[list] || []) {
+          const id = String(job.id);
+          const old = state.byId.get(id);
+          if (old && old.list === list) Object.assign(old.job, job);
+          else {
+            state.byId.delete(id); // a job that moves list goes to the end of its new one
+            state.byId.set(id, { list, job: old ? Object.assign(old.job, job) : job });
+          }
+        }
+      }
+      const inList = (list) => [...state.byId.values()].filter((e) => e.list === list).map((e) => e.job);
+      let pending = inList("pending");
+      if (Array.isArray(data.order)) {
+        const place = new Map(data.order.map((id, i) => [String(id), i]));
+        pending.sort((a, b) => (place.get(String(a.id)) ?? 1e9) - (place.get(String(b.id)) ?? 1e9));
+        if (state.contiguous) {
+          const given = new Set((upsert.pending || []).filter((j) => j.position != null).map((j) => String(j.id)));
+          pending.forEach((job, i) => {
+            if (!given.has(String(job.id))) job.position = i + 1;
+          });
+        }
+      } else {
+        const old = new Map(state.pending.map((job, i) => [String(job.id), i]));
+        pending.sort((a, b) => (old.get(String(a.id)) ?? 1e9) - (old.get(String(b.id)) ?? 1e9));
+      }
+      state.pending = pending;
+      state.running = inList("running");
+      if (data.recent && data.recent.length) state.recent = [...data.recent, ...state.recent].slice(0, RECENT_MAX);
+      return state;
+    },
+  },
+};
+
+const GENERIC = {
+  snapshot: (data) => data,
+  delta: (state, data) => Object.assign(state, data),
+};
+
+class LiveSocket {
+  constructor(path) {
+    this.path = path;
+    this.url = socketUrl(path);
+    this.state = "connecting";
+    this.detail = "";
+    this.stores = new Map();
+    this.subscribers = new Map();
+    this.topicSeq = new Map(); // seq of each topic's last snapshot
+    this.lastSeq = null;
+    this.awaiting = new Set(); // topics whose fresh snapshot we wait for after a resync
+    this.resyncAt = 0;
+    this.attempt = 0;
+    this.ws = null;
+    this.timer = null;
+    this.messages = 0;
+    this.refusal = "";
+  }
+
+  start() {
+    this._open();
+    updateBadge();
+  }
+
+  subscribe(topic, callback) {
+    if (!this.subscribers.has(topic)) this.subscribers.set(topic, new Set());
+    this.subscribers.get(topic).add(callback);
+    if (this.stores.has(topic)) {
+      const state = this.stores.get(topic);
+      callback({ kind: "snapshot", topic, data: state, state, seq: this.topicSeq.get(topic) });
+    }
+    return () => this.subscribers.get(topic).delete(callback);
+  }
+
+  get(topic) {
+    return this.stores.get(topic);
+  }
+
+  resync() {
+    if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return;
+    this.ws.send(JSON.stringify({ type: "resync" }));
+    this.resyncAt = Date.now();
+    for (const topic of this.stores.keys()) this.awaiting.add(topic);
+  }
+
+  _open() {
+    this.timer = null;
+    this._setState(this.attempt ? "reconnecting" : "connecting", "");
+    let ws;
+    try {
+      ws = new WebSocket(this.url);
+    } catch (error) {
+      this._retry(String(error));
+      return;
+    }
+    this.ws = ws;
+    ws.addEventListener("open", () => {
+      this.attempt = 0;
+      this.lastSeq = null;
+      this.awaiting.clear();
+      this._setState("open", "");
+    });
+    ws.addEventListener("message", (event) => {
+      let message;
+      try {
+        message = JSON.parse(event.data);
+      } catch {
+        return;
+      }
+      this._handle(message);
+    });
+    ws.addEventListener("close", (event) => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      if (REFUSALS[event.code]) {
+        this.refusal = REFUSALS[event.code][0];
+        this._setState("closed", REFUSALS[event.code][1]);
+        return;
+      }
+      this._retry(event.code ? `closed (${event.code})` : "closed");
+    });
+  }
+
+  _retry(why) {
+    const delay = Math.min(BACKOFF_CAP_MS, BACKOFF_START_MS * 2 ** this.attempt) * (0.75 + Math.random() * 0.25);
+    this.attempt += 1;
+    this._setState("reconnecting", `${why}; retrying in ${Math.ceil(delay / 1000)} s`);
+    this.timer = window.setTimeout(() => this._open(), delay);
+  }
+
+  _setState(state, detail) {
+    this.state = state;
+    this.detail = detail;
+    updateBadge();
+  }
+
+  _handle(message) {
+    const { type, topic, seq, data } = message || {};
+    if (!topic || (type !== "snapshot" && type !== "delta")) return;
+    this.messages += 1;
+    const reducer = TOPICS[topic] || GENERIC;
+    if (type === "snapshot") {
+      const state = reducer.snapshot(data || {});
+      this.stores.set(topic, state);
+      this.topicSeq.set(topic, seq);
+      this.awaiting.delete(topic);
+      if (typeof seq === "number") this.lastSeq = Math.max(this.lastSeq ?? seq, seq);
+      this._emit({ kind: "snapshot", topic, data: state, state, seq });
+      return;
+    }
+    // A delta: only on top of this connection's snapshot of its topic, and only if none was missed. Every frame of
+    // a group has its own seq (snapshots on connect carry the group's current one): an old seq is a repeat.
+    if (typeof seq === "number") {
+      if (this.lastSeq !== null && seq <= this.lastSeq) return;
+      if (this.lastSeq !== null && seq > this.lastSeq + 1) {
+        this.lastSeq = seq;
+        if (this.awaiting.size === 0 || Date.now() - this.resyncAt > RESYNC_RETRY_MS) this.resync();
+        return;
+      }
+      this.lastSeq = seq;
+    }
+    if (!this.stores.has(topic) || this.awaiting.has(topic)) return;
+    const known = this.topicSeq.get(topic);
+    if (typeof seq === "number" && typeof known === "number" && seq <= known) return; // already in the snapshot
+    const state = reducer.delta(this.stores.get(topic), data || {});
+    this.stores.set(topic, state);
+    this._emit({ kind: "delta", topic, data: data || {}, state, seq });
+  }
+
+  _emit(event) {
+    for (const callback of this.subscribers.get(event.topic) || []) {
+      try {
+        callback(event);
+      } catch (error) {
+        console.error(`live: subscriber of ${event.topic} failed`, error);
+      }
+    }
+  }
+}
+
+const BADGE_TEXT = { connecting: "connecting…", open: "live", reconnecting: "reconnecting…", closed: "offline" };
+const BADGE_RANK = { open: 0, connecting: 1, reconnecting: 2, closed: 3 };
+
+function updateBadge() {
+  const badge = document.getElementById("live-state");
+  if (!badge) return;
+  const all = allSockets();
+  if (!all.length) return;
+  const worst = all.reduce((a, b) => (BADGE_RANK[b.state] > BADGE_RANK[a.state] ? b : a));
+  badge.hidden = false;
+  badge.dataset.state = worst.state;
+  badge.textContent = worst.state === "closed" && worst.refusal ? worst.refusal : BADGE_TEXT[worst.state];
+  badge.title = all.map((s) => `${s.path}: ${s.state}${s.detail ? ` (${s.detail})` : ""}`).join("\n");
+}

@@ -1,0 +1,31 @@
+"""The dashboard's pages (docs/dashboard.md "Pages"), the sign-in pages, and the alert acknowledgement."""
+
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from dashboard import views
+
+urlpatterns = [
+    path("", views.overview, name="overview"),
+    path("my/", views.my_page, name="my"),
+    path("legend.css", views.legend_css, name="legend-css"),
+    path("accounts/login/", views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("clusters/<int:cluster_id>/fabric/", views.fabric_page, name="fabric"),
+    path(
+        "clusters/<int:cluster_id>/fabric/links/<int:link_id>/history/",
+        views.link_history,
+        name="fabric-link-history",
+    ),
+    path("clusters/<int:cluster_id>/gpus/", views.gpus_page, name="gpus"),
+    path("clusters/<int:cluster_id>/queue/", views.queue_page, name="queue"),
+    path("clusters/<int:cluster_id>/jobs/<int:job_id>/", views.job_page, name="job"),
+    path("clusters/<int:cluster_id>/jobs/<int:job_id>/series/", views.job_series, name="job-series"),
+    path("clusters/<int:cluster_id>/alerts/", views.alerts_page, name="alerts"),
+    path(
+        "clusters/<int:cluster_id>/alerts/<int:alert_id>/acknowledge/",
+        views.acknowledge_alert,
+        name="alert-acknowledge",
+    ),
+    path("clusters/<int:cluster_id>/report/", views.report_page, name="report"),
+]

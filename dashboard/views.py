@@ -1,0 +1,432 @@
+"""The dashboard's pages (docs/dashboard.md "Pages"): server-rendered shells that the page scripts keep live.
+
+Operators (staff) see every page; a tenant member sees /my/ only (its own jobs, positions, reasons and quotas) and
+is refused the operator pages. Every page renders in a bounded number of queries whatever the cluster's size: the
+big tables (GPUs, the queue) arrive over the sockets, and what is rendered here reads in bulk.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from datetime import timedelta
+from functools import wraps
+
+from django.contrib import messages
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.views import redirect_to_login
+from django.db.models import Count, Q
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.cache import cache_control
+from django.views.decorators.http import require_GET, require_POST
+
+from clusterctl.legend import legends
+from dashboard import selectors
+from fabric import actions as fabric_actions
+from fabric.adapters import fabric_for_cluster
+from fabric.choices import OKABE_ITO
+from fabric.models import GPU, Alert, Cluster, Link, Port, Switch
+from fabric.models.telemetry import GpuMetric
+from fabric.selectors import cluster_summary, link_labels, metric_series
+from fabric.topology import analyse
+from scheduler.api.access import tenant_of
+from scheduler.choices import ACTIVE_STATUSES, FINAL_STATUSES, JobStatus
+from scheduler.models import Allocation, Job, JobEvent, Quota
+from scheduler.selectors import queue_info, tenant_usage
+
+# Units of the GPU metrics, as the `gpus` topic names them (docs/dashboard.md).
+GPU_METRICS = {"util": "%", "mem_used": "MiB", "temp": "°C", "power": "W"}
+# GpuMetric column -> the page's metric key.
+SERIES_KEYS = dict(zip(GpuMetric.SERIES_FIELDS, ("util", "mem_used", "temp", "power"), strict=True))
+# The job page draws the history of at most this many of its GPUs (one query each).
+SERIES_MAX_GPUS = 16
+SERIES_MAX_HOURS = 24 * 7
+# Line colours of the charts, in order: Okabe-Ito (fabric.choices) less black, which reads as an axis.
+SERIES_PALETTE = ("blue", "orange", "green", "vermillion", "sky", "purple", "yellow", "grey")
+# Finished jobs of a tenant listed on /my/.
+MY_RECENT = 20
+
+
+def ws_paths(cluster_id: int) -> dict[str, str]:
+    return {"fabric": f"/ws/clusters/{cluster_id}/fabric/", "queue": f"/ws/clusters/{cluster_id}/queue/"}
+
+
+def _common() -> dict:
+    """What every page's scripts may read: the states' legends (as /api/v1/choices/) and the series palette."""
+    return {"legends": legends(), "palette": [OKABE_ITO[name] for name in SERIES_PALETTE]}
+
+
+def css_token(value: str) -> str:
+    """A state value as a CSS class part (dom.js setBadge does the same)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", value) or "none"
+
+
+@cache_control(max_age=300, public=True)
+@require_GET
+def legend_css(request: HttpRequest) -> HttpResponse:
+    """Each state's colour as a class (`.st-<legend>-<value>` sets --c), from the one legend (clusterctl/legend.py):
+    the pages colour badges and swatches with classes, since the Content-Security-Policy forbids inline styles."""
+    rules = [
+        f".st-{name}-{css_token(item['value'])} {{ --c: {item['colour']}; }}"
+        for name, items in legends().items()
+        for item in items
+    ]
+    colours = sorted({*OKABE_ITO.values(), *(i["colour"] for items in legends().values() for i in items)})
+    rules += [f".dot-{c.lstrip('#')} {{ --c: {c}; }}" for c in colours]
+    return HttpResponse("\n".join(rules) + "\n", content_type="text/css; charset=utf-8")
+
+
+#
+# Access
+#
+
+
+def operator_required(view):
+    """Staff only: anonymous users go to the login page, everyone else gets a 403 page that points to /my/."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, *args, **kwargs):
+        if not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        if not request.user.is_staff:
+            return forbidden(request, "This page is for operators.")
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def forbidden(request: HttpRequest, message: str) -> HttpResponse:
+    tenant = tenant_of(request.user) if request.user.is_authenticated else None
+    return render(request, "dashboard/forbidden.html", {"message": message, "tenant": tenant}, status=403)
+
+
+class LoginView(auth_views.LoginView):
+    """Sign-in for operators and tenants alike; without a ?next=, operators land on the overview, tenants on /my/."""
+
+    template_name = "dashboard/login.html"
+    redirect_authenticated_user = True
+    extra_context = {"page": "login"}
+
+    def get_default_redirect_url(self) -> str:
+        return reverse("overview") if self.request.user.is_staff else reverse("my")
+
+
+#
+# Operator pages
+#
+
+
+def _cluster_context(cluster: Cluster, page: str, **extra) -> dict:
+    return {"cluster": cluster, "page": page, "ws": ws_paths(cluster.pk), **_common(), **extra}
+
+
+def overview(request: HttpRequest) -> HttpResponse:
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    if not request.user.is_staff:
+        # A tenant's home is its own page.
+        return redirect("my") if tenant_of(request.user) else forbidden(request, "This page is for operators.")
+    clusters = []
+    for cluster_id in Cluster.objects.order_by("name").values_list("pk", flat=True):
+        summary = cluster_summary(cluster_id)
+        live = selectors.build(cluster_id, ["overview"])  # the cards' first paint: what the socket would send
+        if summary is not None and live is not None:
+            clusters.append({**summary, "live": live["overview"], "ws": ws_paths(cluster_id)})
+    return render(request, "dashboard/overview.html", {"clusters": clusters, "page": "overview", **_common()})
+
+
+@operator_required
+def fabric_page(request: HttpRequest, cluster_id: int) -> HttpResponse:
+    cluster = get_object_or_404(Cluster, pk=cluster_id)
+    return render(request, "dashboard/fabric.html", _cluster_context(cluster, "fabric"))
+
+
+# The fabric page's link panel: bounded span and point count whatever the query asks.
+LINK_HISTORY_MAX_MINUTES = 90 * 24 * 60  # the hourly rollups' default retention
+LINK_HISTORY_MAX_POINTS = 300
+
+
+@operator_required
+@require_GET
+def link_history(request: HttpRequest, cluster_id: int, link_id: int) -> JsonResponse:
+    """Utilisation (% of link capacity) and error counts of both ports of one link, oldest first, for the fabric
+    page's link panel: ?minutes=N (default 60, at most 90 days), at most LINK_HISTORY_MAX_POINTS points a port."""
+    link = get_object_or_404(Link, pk=link_id, cluster_id=cluster_id)
+    try:
+        minutes = min(max(int(request.GET.get("minutes", 60)), 1), LINK_HISTORY_MAX_MINUTES)
+    except ValueError:
+        return JsonResponse({"detail": "minutes must be a whole number."}, status=400)
+    until = timezone.now()
+    since = until - timedelta(minutes=minutes)
+    ports = []
+    for port_id, end in Port.objects.filter(link=link).order_by("link_end").values_list("pk", "link_end"):
+        points = metric_series("port", port_id, since, until, max_points=LINK_HISTORY_MAX_POINTS, now=until)
+        ports.append({"id": port_id, "end": end, "points": [_link_point(at, values) for at, values in points]})
+    return JsonResponse(
+        {
+            "link": {
+                "id": link.pk,
+                "label": link_labels([link.pk]).get(link.pk, ""),
+                "capacity_gbps": link.capacity_gbps,
+                "state": link.state,
+            },
+            "minutes": minutes,
+            "since": since.isoformat(),
+            "until": until.isoformat(),
+            "max_points": LINK_HISTORY_MAX_POINTS,
+            "fields": ["at", "util", "util_max", "errors", "xmit_wait"],
+            "units": {"util": "% of link capacity", "errors": "error counter increments", "xmit_wait": "per s"},
+            "ports": ports,
+        }
+    )
+
+
+def _link_point(at, values: dict) -> list:
+    """[time, utilisation %, its maximum %, error increments, xmit_wait per s] (fields of link_history)."""
+    util, util_max = values.get("utilisation"), values.get("utilisation_max")
+    return [
+        at.isoformat(),
+        None if util is None else round(util * 100, 2),
+        None if util_max is None else round(util_max * 100, 2),
+        values.get("errors_total") or 0,
+        values.get("xmit_wait_per_s"),
+    ]
+
+
+@operator_required
+def gpus_page(request: HttpRequest, cluster_id: int) -> HttpResponse:
+    cluster = get_object_or_404(Cluster, pk=cluster_id)
+    counts = GPU.objects.filter(node__cluster=cluster).aggregate(n=Count("pk"), nodes=Count("node", distinct=True))
+    return render(request, "dashboard/gpus.html", _cluster_context(cluster, "gpus", counts=counts, metrics=GPU_METRICS))
+
+
+@operator_required
+def queue_page(request: HttpRequest, cluster_id: int) -> HttpResponse:
+    cluster = get_object_or_404(Cluster, pk=cluster_id)
+    return render(request, "dashboard/queue.html", _cluster_context(cluster, "queue"))
+
+
+@operator_required
+def alerts_page(request: HttpRequest, cluster_id: int) -> HttpResponse:
+    cluster = get_object_or_404(Cluster, pk=cluster_id)
+    since = timezone.now() - timedelta(hours=24)
+    alerts = list(
+        Alert.objects.filter(Q(cleared_at__isnull=True) | Q(cleared_at__gte=since), cluster=cluster).order_by(
+            "-last_seen", "-pk"
+        )[:500]
+    )
+    return render(request, "dashboard/alerts.html", _cluster_context(cluster, "alerts", alerts=alerts))
+
+
+@operator_required
+@require_POST
+def acknowledge_alert(request: HttpRequest, cluster_id: int, alert_id: int) -> HttpResponse:
+    alert = get_object_or_404(Alert, pk=alert_id, cluster_id=cluster_id)
+    alert = fabric_actions.acknowledge_alert(alert, actor=request.user.get_username())
+    if request.headers.get("Accept", "").startswith("application/json"):
+        return JsonResponse(
+            {"id": alert.pk, "acknowledged_by": alert.acknowledged_by, "acknowledged_at": alert.acknowledged_at}
+        )
+    messages.success(request, f"Alert acknowledged: {alert.message}")
+    return redirect("alerts", cluster_id=cluster_id)
+
+
+def _shape(job: Job) -> str:
+    if job.nodes and job.gpus_per_node:
+        return f"{job.nodes}x{job.gpus_per_node}"
+    return str(job.gpus)
+
+
+def _leaves_of(node_ids: list[int]) -> dict[int, str]:
+    """Node id -> name of the (first, by name) switch its host links go to, in one query."""
+    rows = (
+        Port.objects.filter(hca__node_id__in=node_ids, link__isnull=False, link__ports__switch__isnull=False)
+        .values_list("hca__node_id", "link__ports__switch__name")
+        .order_by("link__ports__switch__name")
+    )
+    leaves: dict[int, str] = {}
+    for node_id, name in rows:
+        leaves.setdefault(node_id, name)
+    return leaves
+
+
+@operator_required
+def job_page(request: HttpRequest, cluster_id: int, job_id: int) -> HttpResponse:
+    cluster = get_object_or_404(Cluster, pk=cluster_id)
+    job = get_object_or_404(
+        Job.objects.select_related("tenant", "pool", "priority_class", "dataset_node"), pk=job_id, pool__cluster=cluster
+    )
+    events = list(JobEvent.objects.filter(job=job).order_by("at", "pk"))
+    allocations = list(
+        Allocation.objects.filter(job=job, active=True)
+        .select_related("gpu__node")
+        .order_by("gpu__node__hostname", "gpu__index")
+    )
+    nodes: dict[int, dict] = {}
+    for a in allocations:
+        node = nodes.setdefault(a.gpu.node_id, {"hostname": a.gpu.node.hostname, "state": a.gpu.node.state, "gpus": []})
+        node["gpus"].append(a)
+    leaves = _leaves_of(list(nodes))
+    by_leaf: dict[str, list[dict]] = defaultdict(list)
+    for node_id, node in nodes.items():
+        by_leaf[leaves.get(node_id, "(no leaf)")].append(node)
+    queue = queue_info([cluster.pk]).get(job.pk) if job.status == JobStatus.PENDING and not job.held else None
+    context = _cluster_context(
+        cluster,
+        "queue",
+        job=job,
+        shape=_shape(job),
+        events=events,
+        allocations=allocations,
+        placement=sorted(by_leaf.items()),
+        position=queue[0] if queue else None,
+        reason=job.pending_reason if job.held else (queue[1] if queue else ""),
+        metrics=GPU_METRICS,
+        series_gpus=min(len(allocations), SERIES_MAX_GPUS),
+    )
+    return render(request, "dashboard/job.html", context)
+
+
+@operator_required
+@require_GET
+def job_series(request: HttpRequest, cluster_id: int, job_id: int) -> JsonResponse:
+    """History of the job's GPUs (at most SERIES_MAX_GPUS of them) for the job page's chart."""
+    job = get_object_or_404(Job, pk=job_id, pool__cluster_id=cluster_id)
+    try:
+        hours = min(max(float(request.GET.get("hours", 1)), 0.05), SERIES_MAX_HOURS)
+    except ValueError:
+        hours = 1.0
+    now = timezone.now()
+    since = now - timedelta(hours=hours)
+    allocations = (
+        Allocation.objects.filter(job=job)
+        .filter(Q(active=True) | Q(released_at__gte=since))
+        .order_by("gpu__node__hostname", "gpu__index")
+        .values_list("gpu_id", "gpu__node__hostname", "gpu__index")
+        .distinct()
+    )
+    gpus = []
+    for gpu_id, host, index in list(allocations)[:SERIES_MAX_GPUS]:
+        points = metric_series("gpu", gpu_id, since, now, max_points=240, now=now)
+        gpus.append(
+            {
+                "id": gpu_id,
+                "label": f"{host}/{index}",
+                "points": [[at.isoformat(), *(v.get(f) for f in GpuMetric.SERIES_FIELDS)] for at, v in points],
+            }
+        )
+    return JsonResponse(
+        {
+            "since": since.isoformat(),
+            "until": now.isoformat(),
+            "fields": list(SERIES_KEYS.values()),
+            "units": GPU_METRICS,
+            "gpus": gpus,
+            "truncated": job.allocations.filter(active=True).count() > SERIES_MAX_GPUS,
+        }
+    )
+
+
+@operator_required
+def report_page(request: HttpRequest, cluster_id: int) -> HttpResponse:
+    cluster = get_object_or_404(Cluster, pk=cluster_id)
+    report = analyse(fabric_for_cluster(cluster))
+    # SPOF switches are keyed by GUID in the report; the fabric page selects them by id.
+    switch_ids = dict(Switch.objects.filter(cluster=cluster).values_list("guid", "pk"))
+    spof_switches = [{"row": s, "id": switch_ids.get(s.switch)} for s in report.spof.switches]
+    spof_links = [x for x in report.spof.links if x.scope != "host-link"]
+    return render(
+        request,
+        "dashboard/report.html",
+        _cluster_context(
+            cluster,
+            "report",
+            report=report,
+            spof_switches=spof_switches,
+            spof_links=spof_links,
+            host_link_spofs=report.spof.by_scope.get("host-link", 0),
+        ),
+    )
+
+
+#
+# The tenant's page
+#
+
+
+def my_page(request: HttpRequest) -> HttpResponse:
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    tenant = tenant_of(request.user)
+    if tenant is None:
+        if request.user.is_staff:
+            return redirect("overview")
+        return forbidden(request, "This account belongs to no tenant: ask an operator to add it to one.")
+    jobs = Job.objects.filter(tenant=tenant).select_related("pool__cluster", "priority_class")
+    live = list(jobs.exclude(status__in=FINAL_STATUSES).order_by("queue_seq", "pk"))
+    recent = list(jobs.filter(status__in=FINAL_STATUSES).order_by("-finished_at", "-pk")[:MY_RECENT])
+    quotas = list(
+        Quota.objects.filter(tenant=tenant)
+        .select_related("pool__cluster")
+        .order_by("pool__cluster__name", "pool__name")
+    )
+    clusters = {q.pool.cluster_id: q.pool.cluster for q in quotas}
+    clusters.update({j.pool.cluster_id: j.pool.cluster for j in live})
+    queue = queue_info(sorted(clusters)) if any(j.status == JobStatus.PENDING for j in live) else {}
+    nodes: dict[int, list[str]] = defaultdict(list)
+    running_ids = [j.pk for j in live if j.status in ACTIVE_STATUSES]
+    for job_id, host in (
+        Allocation.objects.filter(active=True, job_id__in=running_ids)
+        .values_list("job_id", "gpu__node__hostname")
+        .distinct()
+        .order_by("gpu__node__hostname")
+    ):
+        nodes[job_id].append(host)
+    pending, running = [], []
+    for job in live:
+        row = {"job": job, "shape": _shape(job), "cluster": job.pool.cluster}
+        if job.status == JobStatus.PENDING:
+            entry = None if job.held else queue.get(job.pk)
+            row["position"] = entry[0] if entry else None
+            row["reason"] = job.pending_reason if job.held else (entry[1] if entry else "")
+            pending.append(row)
+        else:
+            row["nodes"] = nodes.get(job.pk, [])
+            running.append(row)
+    pending.sort(key=lambda r: (r["position"] is None, r["position"] or 0, r["job"].queue_seq))
+    usage = tenant_usage(tenant.pk)
+    quota_rows = []
+    for q in quotas:
+        used = usage.get(q.pool_id, 0)
+        limit = q.guaranteed_gpus + q.borrow_limit
+        quota_rows.append(
+            {
+                "quota": q,
+                "used": used,
+                "borrowed": max(0, used - q.guaranteed_gpus),
+                "limit": limit,
+                "pct": round(100 * used / limit) if limit else 0,
+            }
+        )
+    context = {
+        "page": "my",
+        "tenant": tenant,
+        "pending": pending,
+        "running": running,
+        "recent": recent,
+        "quotas": quota_rows,
+        "clusters": [
+            {
+                "cluster": c,
+                "ws": ws_paths(c.pk),
+                "pending": [r for r in pending if r["cluster"].pk == c.pk],
+                "running": [r for r in running if r["cluster"].pk == c.pk],
+            }
+            for c in sorted(clusters.values(), key=lambda c: c.name)
+        ],
+        **_common(),
+    }
+    return render(request, "dashboard/my.html", context)

@@ -1,0 +1,260 @@
+"""The broadcaster: marks collapse into one task per window, one message per group per second at most, deltas
+with only what changed, tenant groups with only their jobs, failures of the layer logged and not raised."""
+
+from __future__ import annotations
+
+import itertools
+from unittest import mock
+
+import pytest
+from django.core.cache import cache
+
+from dashboard import broadcast, tasks
+from fabric.collectors.samples import GpuSample, NodeSample
+from fabric.ingest import forget_node, ingest_samples
+from fabric.models import GPU, Node
+from scheduler.rounds import run_round
+
+pytestmark = pytest.mark.django_db
+
+
+class FakeLayer:
+    """Records every group_send with the (fake) time it was made."""
+
+    def __init__(self, clock, fail: bool = False) -> None:
+        self.sent: list[tuple[float, str, dict]] = []
+        self.clock = clock
+        self.fail = fail
+
+    async def group_send(self, group: str, message: dict) -> None:
+        if self.fail:
+            raise ConnectionError("Redis is restarting")
+        self.sent.append((self.clock(), group, message))
+
+    def frames(self, group: str) -> list[dict]:
+        import json
+
+        return [json.loads(t) for _, g, m in self.sent if g == group for t in m["frames"]]
+
+
+@pytest.fixture
+def rig(site, monkeypatch):
+    """A fake clock, a recording layer, and apply_async recorded instead of run (the test runs the task)."""
+    now = [1000.0]
+    layer = FakeLayer(lambda: now[0])
+    enqueued: list[float] = []
+    monkeypatch.setattr(broadcast, "clock", lambda: now[0])
+    monkeypatch.setattr(broadcast, "get_channel_layer", lambda: layer)
+    monkeypatch.setattr(tasks.broadcast, "apply_async", lambda args, countdown: enqueued.append(countdown))
+
+    class Rig:
+        cluster_id = site.cluster.pk
+        clock = now
+        sent = layer.sent
+        frames = layer.frames
+
+        @staticmethod
+        def mark(*topics: str) -> None:
+            broadcast._mark(site.cluster.pk, topics)
+
+        @staticmethod
+        def flush(at: float | None = None, eager: bool = False) -> dict:
+            if at is not None:
+                now[0] = at
+            return broadcast.flush(site.cluster.pk, eager=eager)
+
+    Rig.enqueued = enqueued
+    Rig.layer = layer
+    return Rig
+
+
+def test_marks_in_a_window_enqueue_one_task(rig):
+    rig.mark("gpus")
+    rig.mark("fabric", "overview")
+    rig.mark("gpus")
+    assert rig.enqueued == [0.0]  # idle before: at once
+    result = rig.flush()
+    assert result["topics"] == ("overview", "fabric", "gpus")
+    assert [g for _, g, _ in rig.sent] == [broadcast.fabric_group(rig.cluster_id)]  # ONE message for the group
+    assert [f["topic"] for f in rig.frames(broadcast.fabric_group(rig.cluster_id))] == ["overview", "fabric", "gpus"]
+
+
+def test_at_most_one_message_per_group_per_second(rig):
+    rig.mark("gpus", "queue")
+    rig.flush(1000.0)
+    rig.clock[0] = 1000.3
+    rig.mark("gpus", "queue")
+    rig.mark("alerts")
+    assert rig.enqueued == [0.0, pytest.approx(0.7)]  # the next window opens one second after the last send
+    assert rig.flush(1000.5)["deferred_s"] == pytest.approx(0.5)  # a task that runs early waits for its window
+    assert rig.enqueued[-1] == pytest.approx(0.5)
+    rig.mark("queue")
+    rig.flush(1001.0)
+    times: dict[str, list[float]] = {}
+    for at, group, _ in rig.sent:
+        times.setdefault(group, []).append(at)
+    assert times  # something was sent
+    for group, ats in times.items():
+        assert all(b - a >= broadcast.INTERVAL_S for a, b in itertools.pairwise(ats)), (group, ats)
+
+
+def test_eager_collapses_to_immediate(rig):
+    rig.mark("gpus")
+    rig.flush(1000.0, eager=True)
+    rig.clock[0] = 1000.1
+    rig.mark("alerts")
+    assert rig.flush(eager=True)["topics"] == ("alerts",)
+
+
+def test_first_broadcast_is_a_snapshot_then_deltas_carry_only_what_changed(rig, site):
+    group = broadcast.fabric_group(rig.cluster_id)
+    rig.mark("gpus", "fabric")
+    rig.flush(1000.0)
+    first = rig.frames(group)
+    assert [(f["type"], f["topic"]) for f in first] == [("snapshot", "fabric"), ("snapshot", "gpus")]
+    assert [f["seq"] for f in first] == [first[0]["seq"], first[0]["seq"] + 1]
+    node = Node.objects.filter(cluster=site.cluster).order_by("hostname").first()
+    sample = NodeSample(node=node.hostname, collected_at=2000.0, collector="test",
+                        gpus=[GpuSample(index=3, utilisation_gpu_pct=91.0, temperature_c=62)])  # fmt: skip
+    ingest_samples(rig.cluster_id, [sample])
+    try:
+        rig.mark("gpus", "fabric")
+        rig.flush(1002.0)
+        (delta,) = rig.frames(group)[2:]  # fabric did not change: no frame for it
+        gpu = GPU.objects.get(node=node, index=3)
+        assert delta["type"] == "delta" and delta["topic"] == "gpus" and delta["seq"] == first[-1]["seq"] + 1
+        assert delta["data"] == {"gpus": {str(gpu.pk): {"util": 91.0, "temp": 62}}}
+        rig.mark("gpus")
+        rig.flush(1004.0)
+        assert len(rig.frames(group)) == 3  # nothing changed: nothing sent
+    finally:
+        forget_node(rig.cluster_id, node.hostname)
+
+
+def test_a_change_of_shape_sends_a_snapshot(rig, site):
+    rig.mark("gpus")
+    rig.flush(1000.0)
+    node = Node.objects.filter(cluster=site.cluster).first()
+    GPU.objects.filter(node=node, index=7).delete()
+    rig.mark("gpus")
+    rig.flush(1002.0)
+    last = rig.frames(broadcast.fabric_group(rig.cluster_id))[-1]
+    assert last["type"] == "snapshot" and len(last["data"]["gpus"]) == 31
+
+
+def test_tenant_groups_get_only_their_jobs(rig, site):
+    rig.mark("queue")
+    rig.flush(1000.0)
+    job_a, job_b = site.submit(site.tenant_a, 8, name="a-job"), site.submit(site.tenant_b, 8, name="b-job")
+    run_round(rig.cluster_id, "test")
+    rig.mark("queue")
+    rig.flush(1002.0)
+    everyone = rig.frames(broadcast.queue_group(rig.cluster_id))
+    only_a = rig.frames(broadcast.queue_group(rig.cluster_id, site.tenant_a.pk))
+    only_b = rig.frames(broadcast.queue_group(rig.cluster_id, site.tenant_b.pk))
+
+    def job_ids(frames):
+        ids = set()
+        for f in frames:
+            data = f["data"]
+            parts = data.get("upsert", data)
+            ids |= {j["id"] for part in ("pending", "running") for j in parts.get(part, [])}
+        return ids
+
+    assert job_ids(everyone) == {job_a.pk, job_b.pk}
+    assert job_ids(only_a) == {job_a.pk} and job_ids(only_b) == {job_b.pk}
+    assert all(j["tenant"] == "tenant-a" for f in only_a for j in f["data"]["upsert"].get("running", []))
+    # A change of tenant B's job only: tenant A's group gets nothing.
+    from scheduler import actions
+
+    actions.cancel_job(job_b, actor="bob")
+    rig.mark("queue")
+    rig.flush(1004.0)
+    assert len(rig.frames(broadcast.queue_group(rig.cluster_id, site.tenant_a.pk))) == len(only_a)
+    last_b = rig.frames(broadcast.queue_group(rig.cluster_id, site.tenant_b.pk))[-1]
+    assert last_b["type"] == "delta" and last_b["data"]["remove"] == [job_b.pk]
+
+
+def test_alert_delta_upserts_and_removes():
+    a1 = {"id": 1, "last_seen": "t1"}
+    a2 = {"id": 2, "last_seen": "t1"}
+    kind, data = broadcast.diff("alerts", {"alerts": [a1, a2]}, {"alerts": [{"id": 3}, {**a1, "last_seen": "t2"}]})
+    assert kind == "delta" and data == {"upsert": [{"id": 3}, {"id": 1, "last_seen": "t2"}], "remove": [2]}
+    assert broadcast.diff("alerts", {"alerts": [a1]}, {"alerts": [a1]}) == (None, None)
+
+
+def test_queue_delta_ignores_the_waiting_clock():
+    job = {"id": 1, "tenant": "t", "position": 1, "wait_s": 5}
+    before = {"pending": [job], "running": [], "recent": []}
+    assert broadcast.diff("queue", before, {**before, "pending": [{**job, "wait_s": 9}]}) == (None, None)
+    moved = {"pending": [], "running": [{"id": 1, "tenant": "t", "nodes": ["n1"]}], "recent": []}
+    kind, data = broadcast.diff("queue", before, moved)
+    assert kind == "delta" and data == {
+        "upsert": {"running": moved["running"]},
+        "order": [],
+    }  # left pending for running
+
+
+def test_layer_failure_is_logged_not_raised(rig):
+    rig.layer.fail = True
+    rig.mark("alerts")
+    with mock.patch.object(broadcast, "log") as log:
+        result = rig.flush(1000.0)
+    assert result["sent"] == {broadcast.fabric_group(rig.cluster_id): 0}
+    assert log.warning.called and "Redis is restarting" in str(log.warning.call_args)
+
+
+def test_mark_never_raises_when_the_cache_is_down(site, monkeypatch):
+    monkeypatch.setattr(broadcast.cache, "set_many", mock.Mock(side_effect=ConnectionError("down")))
+    with mock.patch.object(broadcast, "log") as log:
+        broadcast._mark(site.cluster.pk, ("gpus",))
+    assert log.exception.called
+
+
+def test_mark_dirty_waits_for_commit(site, django_capture_on_commit_callbacks, monkeypatch):
+    monkeypatch.setattr(tasks.broadcast, "apply_async", mock.Mock())
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        broadcast.mark_dirty(site.cluster.pk, ["alerts"])
+    assert cache.get(broadcast.dirty_key(site.cluster.pk, "alerts")) is None
+    for callback in callbacks:
+        callback()
+    assert cache.get(broadcast.dirty_key(site.cluster.pk, "alerts")) == 1
+    tasks.broadcast.apply_async.assert_called_once()
+    with pytest.raises(ValueError, match="unknown topics"):
+        broadcast.mark_dirty(site.cluster.pk, ["weather"])
+
+
+def test_events_mark_the_topics_they_change(site, monkeypatch):
+    marked = []
+    monkeypatch.setattr(broadcast, "_mark", lambda cid, topics: marked.append(set(topics)))
+    broadcast.on_fabric_event(site.cluster.pk, {"kind": "health_changed"})
+    broadcast.on_fabric_event(site.cluster.pk, {"kind": "nodes_changed"})
+    broadcast.on_job_event(site.cluster.pk, {"kind": "job"})
+    assert marked == [{"overview", "fabric", "gpus", "alerts"}, {"overview", "fabric", "gpus"},
+                      {"queue", "overview", "gpus"}]  # fmt: skip
+
+
+def test_trend_keeps_a_bounded_ring(rig):
+    for i in range(broadcast.TREND_POINTS + 10):
+        rig.mark("overview")
+        rig.flush(1000.0 + i * broadcast.TREND_STEP_S)
+    rig.mark("overview")
+    rig.flush(1000.0 + (broadcast.TREND_POINTS + 9.5) * broadcast.TREND_STEP_S)  # inside the step: updates the last
+    trend = cache.get(broadcast.state_key(rig.cluster_id, "overview"))["trend"]
+    assert len(trend) == broadcast.TREND_POINTS
+    assert set(trend[-1]) == {"at", "utilisation", "allocated", "pending"}
+
+
+def test_snapshot_frames_start_from_the_baseline(rig, site):
+    group = broadcast.queue_group(rig.cluster_id, site.tenant_a.pk)
+    site.submit(site.tenant_a, 8, name="mine")
+    site.submit(site.tenant_b, 8, name="theirs")
+    (frame,) = broadcast.snapshot_frames(rig.cluster_id, ["queue"], group, tenant="tenant-a")
+    assert frame["type"] == "snapshot" and frame["seq"] == 0
+    assert [j["name"] for j in frame["data"]["pending"]] == ["mine"]
+    stored = cache.get(broadcast.state_key(rig.cluster_id, "queue"))
+    assert {j["name"] for j in stored["pending"]} == {"mine", "theirs"}  # the full state is the baseline
+    rig.mark("queue")
+    rig.flush(1000.0)  # nothing changed since the baseline: no frame, no seq used
+    assert broadcast.snapshot_frames(rig.cluster_id, ["queue"], group, tenant="tenant-a")[0]["seq"] == 0
+    assert broadcast.snapshot_frames(10**9, ["queue"], group) is None

@@ -1,0 +1,179 @@
+"""The pages' socket module (dashboard/static/dashboard/live.js), run in Node against a fake WebSocket: snapshots and
+deltas per topic, resync on a seq gap, reconnection with capped exponential backoff, fresh snapshots after a
+reconnect, no retry after a refusal, and the connection badge."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from itertools import pairwise
+from pathlib import Path
+
+import pytest
+
+LIVE = Path(__file__).resolve().parents[2] / "dashboard" / "static" / "dashboard" / "live.js"
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+
+HARNESS = r"""
+const timers = [];
+const sockets = [];
+const badge = { hidden: true, dataset: {}, textContent: "", title: "" };
+globalThis.window = {
+  location: { protocol: "https:", host: "dash.example.org" },
+  setTimeout: (fn, ms) => { timers.push({ fn, ms }); return timers.length; },
+};
+globalThis.document = { getElementById: (id) => (id === "live-state" ? badge : null) };
+class FakeSocket {
+  static OPEN = 1;
+  constructor(url) { this.url = url; this.sent = []; this.readyState = 0; this.on = {}; sockets.push(this); }
+  addEventListener(type, fn) { (this.on[type] ||= []).push(fn); }
+  send(text) { this.sent.push(JSON.parse(text)); }
+  fire(type, event = {}) { if (type === "open") this.readyState = 1; for (const fn of this.on[type] || []) fn(event); }
+  message(m) { this.fire("message", { data: JSON.stringify(m) }); }
+  close(code) { this.readyState = 3; this.fire("close", { code }); }
+}
+globalThis.WebSocket = FakeSocket;
+const { connect } = await import(process.argv[1]);
+const out = {};
+const last = () => sockets[sockets.length - 1];
+
+// One socket per path, shared; wss:// on an https page; the badge follows it.
+const live = connect("/ws/clusters/1/fabric/");
+out.same = connect("/ws/clusters/1/fabric/") === live;
+out.url = last().url;
+out.badgeConnecting = badge.dataset.state;
+last().fire("open");
+out.badgeOpen = [badge.dataset.state, badge.textContent, badge.hidden];
+
+// Snapshot, then deltas in sequence; a gap sends resync and holds deltas until the fresh snapshot.
+const events = [];
+live.subscribe("gpus", (e) => events.push([e.kind, e.seq, e.state.byId.get("40").util]));
+last().message({ type: "snapshot", topic: "gpus", seq: 5, data: { gpus: [{ id: 40, util: 10, temp: 50 }] } });
+last().message({ type: "delta", topic: "gpus", seq: 6, data: { gpus: { "40": { util: 20 } } } });
+last().message({ type: "delta", topic: "gpus", seq: 6, data: { gpus: { "40": { util: 99 } } } }); // not newer
+last().message({ type: "delta", topic: "gpus", seq: 8, data: { gpus: { "40": { util: 30 } } } }); // 7 missed
+out.resyncSent = last().sent;
+last().message({ type: "delta", topic: "gpus", seq: 9, data: { gpus: { "40": { util: 40 } } } }); // awaiting
+last().message({ type: "snapshot", topic: "gpus", seq: 9, data: { gpus: [{ id: 40, util: 45, temp: 51 }] } });
+last().message({ type: "delta", topic: "gpus", seq: 10, data: { gpus: { "40": { util: 50 } } } });
+out.events = events;
+out.temp = live.get("gpus").byId.get("40").temp;
+
+// A late subscriber gets the current state at once.
+let late = null;
+live.subscribe("gpus", (e) => { late = [e.kind, e.state.byId.get("40").util]; });
+out.late = late;
+
+// Lost connection: reconnect with exponential backoff capped at 10 s, and a fresh snapshot replaces the store.
+const delays = [];
+for (let i = 0; i < 8; i++) {
+  last().close(1006);
+  delays.push(timers[timers.length - 1].ms);
+  timers[timers.length - 1].fn();
+}
+out.delays = delays;
+out.sockets = sockets.length;
+out.badgeRetry = badge.dataset.state;
+last().fire("open");
+last().message({ type: "snapshot", topic: "gpus", seq: 1, data: { gpus: [{ id: 40, util: 5 }] } });
+last().message({ type: "delta", topic: "gpus", seq: 2, data: { gpus: { "40": { util: 6 } } } });
+out.afterReconnect = events.slice(-2);
+
+// A refusal (signed out) stops retrying and says why.
+const before = timers.length;
+last().close(4401);
+out.refused = [timers.length === before, badge.dataset.state, badge.textContent];
+
+// The queue store: removals, a new order that renumbers an operator's places, a job that starts.
+const q = connect("/ws/clusters/1/queue/");
+last().fire("open");
+const seen = [];
+q.subscribe("queue", (e) => seen.push(e.kind));
+last().message({ type: "snapshot", topic: "queue", seq: 1, data: {
+  pending: [{ id: 1, position: 1 }, { id: 2, position: 2 }, { id: 3, position: 3 }],
+  running: [{ id: 9, nodes: ["a"] }], recent: [] } });
+last().message({ type: "delta", topic: "queue", seq: 2, data: {
+  remove: [1], order: [3, 2], upsert: { running: [{ id: 4, nodes: ["b"] }] },
+  recent: [{ job: 1, kind: "preempted", at: "t" }] } });
+let s = q.get("queue");
+out.queue1 = { pending: s.pending.map((j) => [j.id, j.position]), running: s.running.map((j) => j.id),
+               recent: s.recent.length };
+last().message({ type: "delta", topic: "queue", seq: 3, data: { upsert: { running: [{ id: 2 }] } } });
+s = q.get("queue");
+out.queue2 = { pending: s.pending.map((j) => j.id), running: s.running.map((j) => j.id) };
+out.queueEvents = seen;
+
+// A tenant's socket keeps the global places the server sends.
+const t = connect("/ws/clusters/2/queue/");
+last().fire("open");
+last().message({ type: "snapshot", topic: "queue", seq: 1, data: {
+  pending: [{ id: 5, position: 4 }, { id: 6, position: 9 }], running: [], recent: [] } });
+last().message({ type: "delta", topic: "queue", seq: 2, data: { order: [6, 5] } });
+out.tenantQueue = t.get("queue").pending.map((j) => [j.id, j.position]);
+
+// Alerts: upsert and remove, newest first.
+last().message({ type: "snapshot", topic: "alerts", seq: 3, data: { alerts: [
+  { id: 1, last_seen: "2026-01-01T00:00:01Z" }, { id: 2, last_seen: "2026-01-01T00:00:00Z" }] } });
+last().message({ type: "delta", topic: "alerts", seq: 4, data: {
+  upsert: [{ id: 3, last_seen: "2026-01-01T00:00:05Z" }, { id: 2, last_seen: "2026-01-01T00:00:09Z" }],
+  remove: [1] } });
+out.alerts = t.get("alerts").alerts.map((a) => a.id);
+console.log(JSON.stringify(out));
+"""
+
+
+def run_harness() -> dict:
+    result = subprocess.run(
+        ["node", "--input-type=module", "-e", HARNESS, LIVE.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def out() -> dict:
+    return run_harness()
+
+
+def test_one_shared_socket_per_path_and_the_badge(out):
+    assert out["same"] is True
+    assert out["url"] == "wss://dash.example.org/ws/clusters/1/fabric/"
+    assert out["badgeConnecting"] == "connecting"
+    assert out["badgeOpen"] == ["open", "live", False]
+
+
+def test_deltas_apply_in_sequence_and_a_gap_asks_for_a_resync(out):
+    assert out["resyncSent"] == [{"type": "resync"}]
+    # snapshot 5, delta 6; the repeated 6, the gapped 8 and the 9 before the fresh snapshot are not applied.
+    assert out["events"][:4] == [["snapshot", 5, 10], ["delta", 6, 20], ["snapshot", 9, 45], ["delta", 10, 50]]
+    assert out["temp"] == 51
+    assert out["late"] == ["snapshot", 50]
+
+
+def test_reconnects_with_backoff_capped_at_ten_seconds_and_takes_the_fresh_snapshot(out):
+    delays = out["delays"]
+    assert delays[0] <= 500 and all(b >= a * 0.75 for a, b in pairwise(delays))
+    assert max(delays) <= 10_000 and delays[-1] >= 7_500
+    assert out["sockets"] == 9 and out["badgeRetry"] == "reconnecting"
+    assert out["afterReconnect"] == [["snapshot", 1, 5], ["delta", 2, 6]]
+
+
+def test_a_refusal_stops_retrying_and_says_why(out):
+    assert out["refused"] == [True, "closed", "signed out"]
+
+
+def test_queue_store_follows_removals_order_and_starts(out):
+    assert out["queue1"] == {"pending": [[3, 1], [2, 2]], "running": [9, 4], "recent": 1}
+    assert out["queue2"] == {"pending": [3], "running": [9, 4, 2]}
+    assert out["queueEvents"] == ["snapshot", "delta", "delta"]
+    assert out["tenantQueue"] == [[6, 9], [5, 4]]
+
+
+def test_alerts_store_upserts_removes_newest_first(out):
+    assert out["alerts"] == [2, 3]

@@ -1,0 +1,191 @@
+"""The live sockets through the real ASGI stack on the in-memory channel layer: who may connect, snapshots on
+connect and on resync, deltas after commit, and a tenant that never sees another tenant's jobs."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connection
+from django.utils import timezone
+
+from dashboard import broadcast
+from dashboard.consumers import CLOSE_FORBIDDEN, CLOSE_NOT_FOUND, CLOSE_UNAUTHENTICATED
+from fabric.models import Alert
+from scheduler.rounds import run_round
+from tests.dashboard.conftest import close_code, communicator, receive_frames, session_cookie
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.asyncio, pytest.mark.usefixtures("memory_layer")]
+
+
+def fabric_path(cluster_id: int) -> str:
+    return f"/ws/clusters/{cluster_id}/fabric/"
+
+
+def queue_path(cluster_id: int) -> str:
+    return f"/ws/clusters/{cluster_id}/queue/"
+
+
+async def cookie_of(client, user) -> bytes:
+    return await sync_to_async(session_cookie)(client, user)
+
+
+async def test_anonymous_is_refused_with_4401(site):
+    for path in (fabric_path(site.cluster.pk), queue_path(site.cluster.pk)):
+        ws = communicator(path)
+        assert await close_code(ws) == CLOSE_UNAUTHENTICATED
+        await ws.disconnect()
+
+
+async def test_foreign_origin_is_refused_before_the_consumer(site, client, operator):
+    ws = communicator(fabric_path(site.cluster.pk), await cookie_of(client, operator), origin=b"https://evil.example")
+    connected, _ = await ws.connect()
+    assert not connected
+    await ws.disconnect()
+
+
+async def test_users_without_access_get_4403(site, client, tenant_user, user_a):
+    outsider = await cookie_of(client, tenant_user)  # signed in, neither operator nor tenant member
+    assert await close_code(communicator(fabric_path(site.cluster.pk), outsider)) == CLOSE_FORBIDDEN
+    assert await close_code(communicator(queue_path(site.cluster.pk), outsider)) == CLOSE_FORBIDDEN
+    member = await cookie_of(client, user_a)  # a tenant sees its queue, never the fabric
+    assert await close_code(communicator(fabric_path(site.cluster.pk), member)) == CLOSE_FORBIDDEN
+
+
+async def test_unknown_cluster_gets_4404(site, client, operator):
+    cookie = await cookie_of(client, operator)
+    assert await close_code(communicator(fabric_path(10**9), cookie)) == CLOSE_NOT_FOUND
+    assert await close_code(communicator(queue_path(10**9), cookie)) == CLOSE_NOT_FOUND
+
+
+async def test_fabric_socket_sends_a_snapshot_per_topic_and_resyncs(site, client, operator):
+    ws = communicator(fabric_path(site.cluster.pk), await cookie_of(client, operator))
+    connected, _ = await ws.connect()
+    assert connected
+    frames = await receive_frames(ws)
+    assert [(f["type"], f["topic"]) for f in frames] == [
+        ("snapshot", "overview"), ("snapshot", "fabric"), ("snapshot", "gpus"), ("snapshot", "alerts"),
+    ]  # fmt: skip
+    overview, fabric, gpus, alerts = (f["data"] for f in frames)
+    assert overview["cluster"]["name"] == "dash" and overview["gpus"]["total"] == 32
+    assert len(fabric["nodes"]) == 4 and len(gpus["gpus"]) == 32 and alerts == {"alerts": []}
+    assert len({f["seq"] for f in frames}) == 1
+    await ws.send_json_to({"type": "resync", "topics": ["alerts"]})
+    assert [f["topic"] for f in await receive_frames(ws)] == ["alerts"]
+    await ws.send_to(text_data="not json")  # ignored, the socket stays
+    await ws.send_json_to({"type": "resync"})
+    assert [f["topic"] for f in await receive_frames(ws)] == ["overview", "fabric", "gpus", "alerts"]
+    await ws.disconnect()
+
+
+async def test_a_submitted_job_appears_in_the_queue_after_the_round(site, client, operator):
+    ws = communicator(queue_path(site.cluster.pk), await cookie_of(client, operator))
+    assert (await ws.connect())[0]
+    (snapshot,) = await receive_frames(ws)
+    assert snapshot["data"] == {"pending": [], "running": [], "recent": []}
+    job = await sync_to_async(site.submit)(site.tenant_a, 8, name="llm-pretrain")  # a round follows on commit
+    frames = await receive_frames(ws)
+    assert frames and all(f["type"] == "delta" and f["topic"] == "queue" for f in frames)
+    assert [f["seq"] for f in frames] == list(range(snapshot["seq"] + 1, snapshot["seq"] + 1 + len(frames)))
+    running = [j for f in frames for j in f["data"].get("upsert", {}).get("running", [])]
+    assert running[-1]["id"] == job.pk and running[-1]["name"] == "llm-pretrain" and running[-1]["nodes"]
+    assert running[-1]["links"]
+    await ws.disconnect()
+
+
+async def test_a_tenant_never_receives_another_tenants_job(site, client, operator, user_a, user_b):
+    sockets = {}
+    for who, user in (("ops", operator), ("a", user_a), ("b", user_b)):
+        ws = communicator(queue_path(site.cluster.pk), await cookie_of(client, user))
+        assert (await ws.connect())[0]
+        (snapshot,) = await receive_frames(ws)
+        assert snapshot["type"] == "snapshot"
+        sockets[who] = ws
+
+    def submit_both():
+        jobs = [
+            site.submit(site.tenant_a, 8, name="a-1"),
+            site.submit(site.tenant_b, 8, name="b-1"),
+            site.submit(site.tenant_a, 64, name="a-too-big"),
+            site.submit(site.tenant_b, 64, name="b-too-big"),
+        ]
+        run_round(site.cluster.pk, "test")
+        return jobs
+
+    jobs = await sync_to_async(submit_both)()
+    seen = {}
+    for who, ws in sockets.items():
+        frames = await receive_frames(ws)
+        assert frames, who
+        seen[who] = {
+            (j["id"], j["tenant"])
+            for f in frames
+            for part in ("pending", "running")
+            for j in f["data"].get("upsert", {}).get(part, [])
+        }
+        await ws.disconnect()
+    assert {i for i, _ in seen["ops"]} == {j.pk for j in jobs}
+    assert seen["a"] == {(j.pk, "tenant-a") for j in jobs if j.tenant_id == site.tenant_a.pk}
+    assert seen["b"] == {(j.pk, "tenant-b") for j in jobs if j.tenant_id == site.tenant_b.pk}
+
+
+async def test_a_tenant_snapshot_holds_only_its_jobs(site, client, user_a):
+    await sync_to_async(site.submit)(site.tenant_b, 64, name="theirs")
+    await sync_to_async(site.submit)(site.tenant_a, 64, name="mine")
+    ws = communicator(queue_path(site.cluster.pk), await cookie_of(client, user_a))
+    assert (await ws.connect())[0]
+    (snapshot,) = await receive_frames(ws)
+    assert [j["name"] for j in snapshot["data"]["pending"]] == ["mine"]
+    assert snapshot["data"]["pending"][0]["position"] == 2  # the global place in line
+    await ws.disconnect()
+
+
+async def test_a_broadcast_from_a_worker_thread_reaches_the_socket(site, client, operator):
+    """The embedded worker broadcasts from its own thread: the frame still reaches the socket's loop."""
+    ws = communicator(fabric_path(site.cluster.pk), await cookie_of(client, operator))
+    assert (await ws.connect())[0]
+    await receive_frames(ws)
+
+    def worker_thread():
+        try:
+            Alert.objects.create(cluster=site.cluster, rule="gpu_hot", severity="warning", object_kind="gpu",
+                                 object_key="gpu0001/gpu0", message="hot", first_seen=timezone.now(),
+                                 last_seen=timezone.now())  # fmt: skip
+            broadcast.mark_dirty(site.cluster.pk, "alerts")
+        finally:
+            connection.close()
+
+    await asyncio.get_running_loop().run_in_executor(None, worker_thread)
+    (frame,) = await receive_frames(ws)
+    assert frame["topic"] == "alerts" and frame["data"]["upsert"][0]["rule"] == "gpu_hot"
+    await ws.disconnect()
+
+
+async def test_the_embedded_worker_pushes_live_load_to_an_open_socket(site, client, operator):
+    """Embedded mode: the twin is polled by the in-process worker, whose broadcast task (a countdown, not eager)
+    reaches the socket as gpus deltas, at most one frame per topic per second."""
+    from clusterctl.embedded import EmbeddedCelery
+    from fabric import twin_adapter
+
+    twin_adapter.forget_twins()
+    ws = communicator(fabric_path(site.cluster.pk), await cookie_of(client, operator))
+    assert (await ws.connect())[0]
+    await receive_frames(ws)
+    runner = EmbeddedCelery(poll_interval_s=1.0, round_interval_s=60.0, beat=True)
+    await sync_to_async(runner.start, thread_sensitive=False)()
+    frames: list[dict] = []
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20
+        while loop.time() < deadline and not any(
+            f["topic"] == "gpus" and any(g.get("util") is not None for g in f["data"].get("gpus", {}).values())
+            for f in frames
+        ):
+            frames += await receive_frames(ws, timeout=0.3)
+    finally:
+        await sync_to_async(runner.stop, thread_sensitive=False)()
+        await ws.disconnect()
+    gpus = [f for f in frames if f["topic"] == "gpus"]
+    assert gpus and gpus[-1]["type"] == "delta", [(f["type"], f["topic"]) for f in frames]
+    assert runner.counts["dashboard.tasks.broadcast"] >= 1

@@ -1,0 +1,67 @@
+"""On the real Redis channel layer: a GPU fault ingested after commit reaches an open socket as an alerts delta."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from django.conf import settings as django_settings
+
+from fabric.collectors.samples import GpuSample, NodeSample
+from fabric.ingest import forget_node, ingest_samples
+from fabric.models import GPU
+from tests.dashboard.conftest import communicator, receive_frames, session_cookie
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.asyncio,
+    pytest.mark.skipif(not django_settings.REDIS_URL, reason="needs Redis (REDIS_URL)"),
+]
+
+
+@pytest.fixture
+def redis_layer(settings):
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {
+                "hosts": [settings.REDIS_URL],
+                "prefix": f"test-{uuid.uuid4().hex[:12]}",
+                "capacity": 200,
+                "expiry": 10,
+                "group_expiry": 3600,
+            },
+        }
+    }
+
+
+async def test_an_xid_fault_arrives_as_an_alerts_delta(site, client, operator, redis_layer):
+    layer = get_channel_layer()
+    assert type(layer).__name__ == "RedisChannelLayer"
+    cookie = await sync_to_async(session_cookie)(client, operator)
+    ws = communicator(f"/ws/clusters/{site.cluster.pk}/fabric/", cookie)
+    assert (await ws.connect())[0]
+    snapshots = await receive_frames(ws)
+    assert [f["topic"] for f in snapshots] == ["overview", "fabric", "gpus", "alerts"]
+    gpu = await sync_to_async(lambda: GPU.objects.select_related("node").filter(node__cluster=site.cluster).first())()
+    host = gpu.node.hostname
+    sample = NodeSample(node=host, collected_at=5000.0, collector="test",
+                        gpus=[GpuSample(index=gpu.index, utilisation_gpu_pct=0.0, xid_events=[79])])  # fmt: skip
+    try:
+        await sync_to_async(ingest_samples)(site.cluster.pk, [sample])
+        frames = await receive_frames(ws, timeout=1.0)
+    finally:
+        await sync_to_async(forget_node)(site.cluster.pk, host)
+        await ws.disconnect()
+        await layer.flush()
+    alerts = [f for f in frames if f["topic"] == "alerts"]
+    assert alerts and alerts[0]["type"] == "delta"
+    (raised,) = alerts[0]["data"]["upsert"]
+    assert raised["rule"] == "gpu_xid_critical" and raised["severity"] == "critical"
+    assert raised["object_key"].startswith(f"{host}/") and "XID 79" in raised["message"]
+    failed = [f["data"]["gpus"][str(gpu.pk)] for f in frames if f["topic"] == "gpus"]
+    assert failed and failed[0]["health"] == "failed"  # the GPU left capacity, and the heat map shows it
+    seqs = [f["seq"] for f in frames]
+    assert seqs == list(range(snapshots[0]["seq"] + 1, snapshots[0]["seq"] + 1 + len(frames)))
