@@ -40,3 +40,19 @@ ensure_venv() {
         touch "$stamp"
     fi
 }
+
+# The browser tests drive Debian's Chromium (Playwright never downloads one here). Install it when missing and
+# we may (root with apt-get); otherwise those tests skip and say why.
+ensure_chromium() {
+    if [ -x /usr/bin/chromium ] || [ -n "${CHROMIUM_PATH:-}" ] || command -v chromium >/dev/null 2>&1; then
+        return
+    fi
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing Debian's chromium for the browser tests ..." >&2
+        (apt-get install -y -q chromium >/dev/null 2>&1 \
+            || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q chromium >/dev/null 2>&1)) \
+            || echo "could not install chromium: the browser tests will be skipped" >&2
+    else
+        echo "chromium not found (apt-get install chromium): the browser tests will be skipped" >&2
+    fi
+}

@@ -3,6 +3,7 @@
 # Extra arguments go to pytest, e.g. scripts/test.sh -k report -x
 source "$(dirname "$0")/_venv.sh"
 ensure_venv test
+ensure_chromium
 echo "== lint (ruff)"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

@@ -3,15 +3,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.core.cache import cache
 from django.db import connection
 
@@ -20,33 +17,23 @@ from fabric import tasks
 from fabric.ingest import latest_key
 from fabric.models import GPU, Alert, Node
 from tests.factories import fat_tree
+from tests.processes import child_env, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def database_url() -> str:
-    db = connection.settings_dict
-    if not db["HOST"]:
-        return f"postgres://{db['USER']}@/{db['NAME']}?host={db['OPTIONS'].get('host', '/tmp')}"
-    return f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
 @pytest.fixture
 def worker(request):
     queue = f"central-{uuid.uuid4().hex[:8]}"
     hosts = request.param
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "clusterctl.test_settings",
-        "DATABASE_URL": database_url(),
-        "CELERY_TASK_ALWAYS_EAGER": "0",
-        "CELERY_TASK_DEFAULT_QUEUE": queue,
-        "TEST_CACHE_PREFIX": settings.CACHES["default"]["KEY_PREFIX"],
+    env = child_env(
+        CELERY_TASK_ALWAYS_EAGER="0",
+        CELERY_TASK_DEFAULT_QUEUE=queue,
         # The twin's faults at ten a second of simulated time, from a fixed seed: the first polls see some.
-        "TWIN_SEED": "7",
-        "TWIN_FAULT_RATE": "36000",
-    }
+        TWIN_SEED="7",
+        TWIN_FAULT_RATE="36000",
+    )
     queues = ",".join([queue, *(f"node.{h}" for h in hosts)])
     proc = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "clusterctl", "worker", "-Q", queues, "--pool", "solo",
@@ -64,15 +51,6 @@ def worker(request):
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
-
-
-def wait_for(predicate, timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.25)
-    return False
 
 
 @pytest.mark.skipif(connection.vendor != "postgresql", reason="the worker needs a database both processes share")
