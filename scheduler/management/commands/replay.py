@@ -1,0 +1,216 @@
+"""python manage.py replay --trace KIND PATH --cluster-spec SPEC --policy NAME[,NAME...]: the policy lab.
+
+Replays a real job trace through the production engine (`default`) and the published baselines
+(`fifo`, `fjf`, `srtf`, `tiresias-l`, `tiresias-g`) and prints, per policy, the average / median / p95
+job completion time, makespan, queueing delay, GPU utilisation, share of multi-GPU jobs placed in one
+NVLink island / one leaf, preemptions and migrations (docs/policy-lab.md).
+
+    python manage.py replay --trace tiresias ../shared/data/traces/tiresias_60_job.csv \\
+        --cluster-spec 2x4 --policy fifo,srtf,tiresias-l,default --network-model off
+    python manage.py replay --trace pollux ../shared/data/traces/pollux_workload-6.csv \\
+        --cluster-spec 16x4/4:2 --policy default,default-blind --network-model on --plot out/
+    python manage.py replay --trace alibaba ../shared/data/traces/alibaba_v2023_openb_pod_list_default.csv \\
+        --policy best-fit,fgd,default
+
+SPEC: `NODESxGPUS[/NODES_PER_LEAF][:OVERSUB]`, a Tiresias cluster-spec CSV (`n32g4.csv`), or the name of a
+cluster in the database (its inventory, through the production adapter). This command is the adapter:
+everything it runs lives in the pure `scheduler.sim` package.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from scheduler.sim import build_cluster, load_trace, parse_cluster_spec, parse_policies, replay
+from scheduler.sim.cluster import SimCluster, load_tiresias_cluster_spec, looks_like_spec
+from scheduler.sim.engine_policy import DEFAULT_ROUND_S
+from scheduler.sim.report import as_json, format_table
+from scheduler.sim.traces import KINDS
+
+DEFAULT_POLICIES = "fifo,fjf,srtf,tiresias-l,tiresias-g,default"
+
+
+class _Progress:
+    """One progress bar per policy on stderr (tqdm; a plain counter if tqdm is missing)."""
+
+    def __init__(self, enabled: bool, stream) -> None:
+        self.enabled = enabled
+        self.stream = stream
+        self.bars: dict[str, object] = {}
+
+    def __call__(self, policy: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        bar = self.bars.get(policy)
+        if bar is None:
+            try:
+                from tqdm import tqdm
+            except ImportError:  # pragma: no cover - tqdm is a pinned dependency
+                bar = self.bars[policy] = [0]
+            else:
+                bar = self.bars[policy] = tqdm(
+                    total=total, desc=f"{policy:>14}", unit="job", file=self.stream, leave=True, mininterval=0.2
+                )
+        if isinstance(bar, list):  # pragma: no cover
+            if done == total or done - bar[0] >= max(1, total // 20):
+                bar[0] = done
+                self.stream.write(f"\r{policy}: {done}/{total} jobs")
+                if done == total:
+                    self.stream.write("\n")
+            return
+        bar.update(done - bar.n)  # type: ignore[attr-defined]
+        if done >= total:
+            bar.close()  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        for bar in self.bars.values():
+            if hasattr(bar, "close"):
+                bar.close()  # type: ignore[attr-defined]
+
+
+class Command(BaseCommand):
+    help = "Replay a GPU-cluster job trace through the production engine and the published baselines."
+
+    def add_arguments(self, parser):
+        parser.add_argument(
+            "--trace",
+            nargs=2,
+            metavar=("KIND", "PATH"),
+            required=True,
+            help=f"trace kind ({', '.join(KINDS)}) and file",
+        )
+        parser.add_argument(
+            "--cluster-spec",
+            default=None,
+            help="NODESxGPUS[/NODES_PER_LEAF][:OVERSUB], a Tiresias spec CSV, or a cluster name",
+        )
+        parser.add_argument("--policy", default=None, help=f"comma-separated (default {DEFAULT_POLICIES})")
+        parser.add_argument(
+            "--network-model",
+            choices=("on", "off"),
+            default="on",
+            help="on: placement-dependent progress and checkpoint costs; off: Tiresias' assumptions",
+        )
+        parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+        parser.add_argument("--jobs", action="store_true", help="with --json: per-job records and utilisation series")
+        parser.add_argument("--plot", metavar="DIR", default=None, help="write jct_cdf.png and utilisation.png here")
+        parser.add_argument(
+            "--round-s",
+            type=float,
+            default=DEFAULT_ROUND_S,
+            help="seconds between the engine's periodic rounds (production: ROUND_INTERVAL_S)",
+        )
+        parser.add_argument("--gpu-model", default="V100", help="GPU model of a NODESxGPUS cluster (default V100)")
+        parser.add_argument("--link-rate", default="EDR", help="HCA rate of a NODESxGPUS cluster (default EDR)")
+        parser.add_argument("--seed", type=int, default=0, help="node order of default-blind")
+        parser.add_argument("--limit", type=int, default=None, help="replay only the first N jobs")
+        parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    def handle(self, **o):
+        kind, path = o["trace"]
+        if kind not in KINDS:
+            raise CommandError(f"unknown trace kind {kind!r}; known: {', '.join(KINDS)}")
+        if not Path(path).exists():
+            raise CommandError(f"trace file {path} does not exist")
+        if o["round_s"] <= 0:
+            raise CommandError("--round-s must be > 0")
+        progress = _Progress(not o["no_progress"], sys.stderr)
+        if kind == "alibaba":
+            return self._fractional(path, o, progress)
+        if not o["cluster_spec"]:
+            raise CommandError("--cluster-spec is required for a JCT trace")
+        try:
+            trace = load_trace(kind, path)
+            policies = parse_policies(o["policy"] or DEFAULT_POLICIES)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        if o["limit"]:
+            trace = trace.head(o["limit"])
+        cluster = self._cluster(o["cluster_spec"], o["gpu_model"], o["link_rate"])
+        network = o["network_model"] == "on"
+        t0 = time.perf_counter()
+        try:
+            results = replay(
+                trace, cluster, policies, network=network, round_s=o["round_s"], seed=o["seed"], progress=progress
+            )
+        finally:
+            progress.close()
+        wall = time.perf_counter() - t0
+        plots = []
+        if o["plot"]:
+            try:
+                from scheduler.sim.plots import write_plots
+            except ImportError as exc:  # pragma: no cover - matplotlib is pinned
+                raise CommandError(f"--plot needs matplotlib: {exc}") from exc
+            title = f"{trace.kind} on {cluster.label}, network model {o['network_model']}"
+            plots = [str(p) for p in write_plots(results, o["plot"], title)]
+        if o["json"]:
+            doc = as_json(
+                trace,
+                results,
+                with_jobs=o["jobs"],
+                cluster=cluster.label,
+                network_model=o["network_model"],
+                round_s=o["round_s"],
+                wall_s=round(wall, 3),
+                plots=plots,
+            )
+            self.stdout.write(json.dumps(doc, indent=2))
+            return
+        self.stdout.write(format_table(trace, results))
+        self.stdout.write(f"replayed {len(results)} policies in {wall:.1f} s")
+        for p in plots:
+            self.stdout.write(f"wrote {p}")
+
+    # ------------------------------------------------------------------ adapters
+
+    def _cluster(self, spec: str, gpu_model: str, link_rate: str) -> SimCluster:
+        try:
+            if looks_like_spec(spec):
+                return build_cluster(parse_cluster_spec(spec, gpu_model, link_rate))
+            if spec.endswith(".csv") and Path(spec).exists():
+                return build_cluster(load_tiresias_cluster_spec(spec, gpu_model, link_rate))
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        from fabric.models import Cluster
+
+        row = Cluster.objects.filter(name=spec).first()
+        if row is None:
+            raise CommandError(
+                f"--cluster-spec {spec!r} is neither NODESxGPUS[/NODES_PER_LEAF][:OVERSUB] (e.g. 2x4, 16x4/4:2), "
+                "a Tiresias cluster-spec CSV, nor the name of a cluster in the database"
+            )
+        from scheduler.adapters import build_snapshot
+
+        snapshot, _index = build_snapshot(row.pk)
+        try:
+            return SimCluster.from_inventory(snapshot.fabric, list(snapshot.nodes), snapshot.topology, label=row.name)
+        except ValueError as exc:
+            raise CommandError(f"cluster {row.name}: {exc}") from exc
+
+    def _fractional(self, path: str, o: dict, progress: _Progress) -> None:
+        from scheduler.sim.fractional import POLICIES, format_fractional, run_fractional
+        from scheduler.sim.traces.alibaba import load_openb
+
+        if o["cluster_spec"]:
+            self.stderr.write("note: the Alibaba replay runs on the trace's own node list; --cluster-spec is ignored")
+        try:
+            pods, nodes = load_openb(path)
+            if o["limit"]:
+                pods = pods[: o["limit"]]
+            t0 = time.perf_counter()
+            result = run_fractional(pods, nodes, o["policy"] or ",".join(POLICIES), progress=progress)
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        finally:
+            progress.close()
+        result["wall_s"] = round(time.perf_counter() - t0, 3)
+        if o["json"]:
+            self.stdout.write(json.dumps(result, indent=2))
+        else:
+            self.stdout.write(format_fractional(result))

@@ -1,0 +1,392 @@
+"""The published baselines, faithful to the Tiresias simulator (SymbioticLab/Tiresias, `simulator/`). PURE.
+
+Each policy reproduces one scheduler of `run_sim.py`, event for event: it is called when jobs arrive or
+finish (and at its own wake-ups), never periodically, exactly as that simulator's loops are.
+
+* `fifo` = `fifo` (`one_queue_fifo_sim_jobs`): submission order; the first job that does not fit blocks
+  the queue (head-of-line blocking); never preempts.
+* `fjf` = `fjf` (`fit_first_sim_jobs`): submission order, but any later job that fits starts.
+* `srtf` = `shortest` (`shortest_first_sim_jobs`): at every event the runnable jobs are sorted by
+  remaining time (oracle durations; a stable sort of a list kept between events) and admitted while GPUs
+  are left; a running job not admitted is preempted.
+* `tiresias-l` = `dlas-gpu` (`dlas_sim_jobs(gputime=True)`): 2D-LAS. Attained service = GPUs x executed
+  seconds; 3 queues, demotion when it reaches 3250 and then 7200 GPU-seconds (`jobs.py` `queue_limit`);
+  new jobs enter Q0; queues are served in order, inside a queue in list order, where running jobs come
+  first and pending ones keep their order behind them; fit-first admission; a running job not admitted
+  is preempted; no starvation reset (`solve_starvation=0`; `starvation=K` gives `dlas-gpu-K`: a demoted
+  job that waited K x its executed time returns to Q0 with its executed time reset).
+* `tiresias-g` = `dlas-gpu-gittins`: the same queues, each sorted by the Gittins index of the job's
+  attained GPU-time (highest first, earlier submission on ties); the index comes from the YARN GPU-time
+  distribution the simulator ships (`yarn-gput1000.csv`, service quantum 3250 GPU-seconds). (Its
+  `gittins` schedule sorts the other way round, lowest index first, and is not reproduced.)
+
+Placement (`placement=`):
+* `yarn` (`--scheme=yarn`, `ms_yarn_placement`; the YARN-CS baseline): all GPUs under one switch (leaf);
+  a job that fits a node takes the first node (in order) with enough free GPUs; a larger one takes
+  whole free nodes plus one node for the remainder. `fifo` and `fjf` use it (consolidated placement).
+* `count` (`--scheme=count`): only the number of free GPUs matters. `srtf` uses it (the simulator's
+  `shortest` only runs under `count`: under `yarn`, `empty_infra()` never gives node memory back, and
+  after a few dozen events no job fits any more), and so do `tiresias-l` and `tiresias-g` (`dlas_sim_jobs`
+  counts free GPUs whatever the scheme). Counting decides who runs; the GPUs are then assigned the
+  consolidating way (jobs that keep running keep theirs; a new job takes the fullest node that holds
+  it, else the nodes with most free GPUs).
+
+The simulator's node CPU (2 or 6 per GPU) and memory (5 GB + parameter-server share) checks are not
+modelled: with its clusters (4 GPUs, 40 cores, 256 GB a node) they never bind under `fifo` and `fjf`.
+
+Fidelity details kept on purpose: demotions are checked only at events, and the next demotion event
+is computed as the simulator does, `floor((limit - executed_s) / gpus)` seconds ahead (executed
+seconds, not GPU-seconds: a multi-GPU job is demoted at the first event after it crossed the limit);
+the Gittins index of a pending job is taken at its GPU-time (`dlas-gpu-gittins`).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from importlib import resources
+from typing import TYPE_CHECKING
+
+from scheduler.sim.simulator import PENDING, RUNNING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from scheduler.sim.simulator import JobState, Simulator
+
+QUEUE_LIMITS = (3250, 7200, 18000)  # jobs.py: queue_limit (GPU-seconds)
+NUM_QUEUES = 3  # jobs.py: num_queue
+GITTINS_DELTA = 3250  # jobs.py: gittins_delta
+
+
+# ---------------------------------------------------------------------------------------- placement
+
+
+def yarn_place(sim: Simulator, need: int) -> list[int] | None:
+    """Tiresias' ms_yarn_placement on the current free GPUs, or None."""
+    c = sim.cluster
+    gpn = c.max_gpus_per_node
+    node_free = sim.node_free
+    for leaf in c.leaves_in_order():
+        if need > gpn:
+            full_needed = need // gpn
+            full: list[int] = []
+            for ni in leaf:
+                if node_free[ni] == len(c.node_gpus[ni]) and node_free[ni] > 0:
+                    full.append(ni)
+                    if len(full) == full_needed:
+                        break
+            if len(full) < full_needed:
+                continue
+            rest = need % gpn
+            last = None
+            if rest:
+                for ni in leaf:
+                    if ni not in full and node_free[ni] >= rest:
+                        last = ni
+                        break
+                if last is None:
+                    continue
+            out = [p for ni in full for p in sim.free_positions(ni)]
+            if last is not None:
+                out += sim.free_positions(last)[:rest]
+            return out
+        for ni in leaf:
+            if node_free[ni] >= need:
+                return sim.free_positions(ni)[:need]
+    return None
+
+
+def consolidated_place(sim: Simulator, need: int) -> list[int] | None:
+    """GPUs for a job that counting admitted: the fullest node that holds it (inside it the tightest NVLink
+    island), else the nodes with the most free GPUs; None when fewer GPUs are free."""
+    if sim.free_count < need:
+        return None
+    c = sim.cluster
+    node_free = sim.node_free
+    best = None
+    for ni in range(c.n_nodes):
+        f = node_free[ni]
+        if f >= need and (best is None or f < node_free[best]):
+            best = ni
+    if best is not None:
+        free = sim.free_positions(best)
+        by_island: dict[int, list[int]] = {}
+        for p in free:
+            by_island.setdefault(c.gpu_island[p], []).append(p)
+        fits = [ps for ps in by_island.values() if len(ps) >= need]
+        if fits:
+            return min(fits, key=len)[:need]
+        return free[:need]
+    out: list[int] = []
+    for ni in sorted(range(c.n_nodes), key=lambda i: -node_free[i]):
+        if node_free[ni] == 0:
+            break
+        out += sim.free_positions(ni)[: need - len(out)]
+        if len(out) == need:
+            return out
+    return None  # pragma: no cover - free_count said there was room
+
+
+class _Base:
+    name = "baseline"
+    placement = "count"
+
+    def __init__(self, placement: str | None = None) -> None:
+        if placement is not None:
+            if placement not in ("yarn", "count"):
+                raise ValueError(f"placement {placement!r} is not 'yarn' or 'count'")
+            self.placement = placement
+            if placement != type(self).placement:
+                self.name = f"{self.name}@{placement}"
+        self.sim: Simulator | None = None
+
+    def bind(self, sim: Simulator) -> None:
+        self.sim = sim
+
+    def next_wakeup(self, now: float) -> float | None:
+        return None
+
+    def _place(self, job: JobState) -> list[int] | None:
+        sim = self.sim
+        assert sim is not None
+        if self.placement == "yarn":
+            return yarn_place(sim, job.gpus)
+        return consolidated_place(sim, job.gpus)
+
+
+# ---------------------------------------------------------------------------------------- fifo / fjf
+
+
+class FifoBaseline(_Base):
+    """`fifo` (head-of-line blocking) and, with `skip=True`, `fjf` (fit-job-first)."""
+
+    name = "fifo"
+    placement = "yarn"
+
+    def __init__(self, placement: str | None = None, skip: bool = False) -> None:
+        self.skip = skip
+        if skip:
+            self.name = "fjf"
+        super().__init__(placement)
+        self.pending: list[JobState] = []
+
+    def on_event(self, now: float, arrived: list[JobState], finished: list[JobState]) -> None:
+        sim = self.sim
+        assert sim is not None
+        self.pending.extend(arrived)
+        started: list[JobState] = []
+        if self.skip:
+            for job in self.pending:
+                if sim.free_count <= 0:
+                    break
+                gpus = self._place(job)
+                if gpus is None:
+                    continue
+                sim.start(job, gpus)
+                started.append(job)
+        elif sim.free_count > 0:
+            for job in self.pending:
+                gpus = self._place(job)
+                if gpus is None:
+                    break
+                sim.start(job, gpus)
+                started.append(job)
+        if started:
+            gone = {j.id for j in started}
+            self.pending = [j for j in self.pending if j.id not in gone]
+
+
+# ---------------------------------------------------------------------------------------- srtf
+
+
+class SrtfBaseline(_Base):
+    """Tiresias `shortest`: preemptive shortest-remaining-time-first with oracle durations (counting)."""
+
+    name = "srtf"
+    placement = "count"
+
+    def __init__(self) -> None:
+        super().__init__(None)
+        self.runnable: list[JobState] = []
+
+    def on_event(self, now: float, arrived: list[JobState], finished: list[JobState]) -> None:
+        sim = self.sim
+        assert sim is not None
+        if finished:
+            gone = {j.id for j in finished}
+            self.runnable = [j for j in self.runnable if j.id not in gone]
+        self.runnable.extend(arrived)
+        self.runnable.sort(key=lambda j: j.remaining)
+        free = sim.cluster.n_gpus
+        admit: list[JobState] = []
+        evict: list[JobState] = []
+        for job in self.runnable:
+            if free >= job.gpus:
+                free -= job.gpus
+                if job.status == PENDING:
+                    admit.append(job)
+            elif job.status == RUNNING:
+                evict.append(job)
+        for job in evict:
+            sim.preempt(job)
+        for job in admit:
+            gpus = consolidated_place(sim, job.gpus)
+            assert gpus is not None
+            sim.start(job, gpus)
+
+
+# ---------------------------------------------------------------------------------------- tiresias
+
+
+def load_gittins_table() -> tuple[list[int], list[float]]:
+    """The Gittins index per attained-service bucket, as run_sim.py's parse_job_dist computes it from the
+    YARN GPU-time samples it ships (yarn-gput1000.csv)."""
+    text = resources.files("scheduler.sim").joinpath("data/tiresias_yarn_gput1000.csv").read_text()
+    durations = sorted(int(r["duration"]) for r in csv.DictReader(text.splitlines()))
+    num = len(durations)
+
+    def index(a: int) -> float:  # cal_r_gittins_index
+        if a > durations[-1] - 1:
+            return 0.0
+        idx = next(i for i, d in enumerate(durations) if d > a)
+        nxt = a + GITTINS_DELTA
+        if nxt > durations[-1] - 1:
+            idx_delta = num - 1
+        else:
+            idx_delta = next(i for i, d in enumerate(durations) if d > nxt)
+        p = round((idx_delta - idx) / (num - idx), 5)
+        e_sum = sum(durations[idx:idx_delta]) + GITTINS_DELTA * (num - idx_delta)
+        e = round(e_sum // (num - idx), 5)  # integer division, as in the Python 2 original
+        return round(p * 1_000_000 / e, 4)
+
+    gittins = [index(d - 1) for d in durations]
+    return durations, gittins
+
+
+class TiresiasBaseline(_Base):
+    """Tiresias-L (`dlas-gpu`) or, with `gittins=True`, Tiresias-G (`dlas-gpu-gittins`)."""
+
+    name = "tiresias-l"
+    placement = "count"
+
+    def __init__(self, gittins: bool = False, starvation: float = 0.0, limits=QUEUE_LIMITS, queues: int = NUM_QUEUES):
+        super().__init__(None)
+        self.gittins = gittins
+        if gittins:
+            self.name = "tiresias-g"
+            self._data, self._gi = load_gittins_table()
+        if starvation:
+            self.name += f"-{starvation:g}"
+        self.starvation = starvation
+        self.limits = tuple(limits)
+        self.queues: list[list[JobState]] = [[] for _ in range(queues)]
+        self.info: dict[int, dict] = {}  # job id -> the simulator's per-job fields
+        self.runnable: list[JobState] = []
+        self.next_jump: float | None = None
+
+    def gittins_index(self, attained: float) -> float:  # get_gittins_index
+        data = self._data
+        if attained > data[-1]:
+            return 0.0
+        for i, d in enumerate(data):
+            if d > attained:
+                return self._gi[i]
+        return 0.0  # pragma: no cover
+
+    def next_wakeup(self, now: float) -> float | None:
+        return self.next_jump
+
+    def on_event(self, now: float, arrived: list[JobState], finished: list[JobState]) -> None:
+        sim = self.sim
+        assert sim is not None
+        info = self.info
+        queues = self.queues
+        last_q = len(queues) - 1
+        for job in finished:
+            self.runnable.remove(job)
+            queues[info[job.id]["q"]].remove(job)
+            del info[job.id]
+        for job in arrived:
+            info[job.id] = {"q": 0, "exec": 0.0, "total": 0.0, "check": now, "last_pending": 0.0, "rank": 0.0}
+            self.runnable.append(job)
+            queues[0].append(job)
+        for job in self.runnable:
+            d = info[job.id]
+            tmp = now - d["check"]
+            d["check"] = now
+            if job.status == RUNNING:
+                d["total"] += tmp
+                d["exec"] += tmp
+                gt = d["exec"] * job.gpus
+                q = d["q"]
+                if q < last_q and gt >= self.limits[q]:
+                    d["q"] = q + 1
+                    queues[q + 1].append(job)
+                    queues[q].remove(job)
+                if self.gittins:
+                    d["rank"] = self.gittins_index(gt)
+            else:
+                if d["exec"] > 0:
+                    d["last_pending"] += tmp
+                if self.starvation > 0 and d["q"] > 0 and d["total"] > 0 and d["exec"] > 0:
+                    if d["last_pending"] >= d["exec"] * self.starvation:
+                        d["exec"] = 0.0
+                        d["last_pending"] = 0.0
+                        queues[0].append(job)
+                        queues[d["q"]].remove(job)
+                        d["q"] = 0
+                if self.gittins:
+                    d["rank"] = self.gittins_index(d["exec"] * job.gpus)
+        free = sim.cluster.n_gpus
+        admit: list[JobState] = []
+        evict: list[JobState] = []
+        for queue in queues:
+            if self.gittins:
+                queue.sort(key=lambda j: (info[j.id]["rank"], -j.submit), reverse=True)
+            for job in queue:
+                if free >= job.gpus:
+                    free -= job.gpus
+                    if job.status == PENDING:
+                        admit.append(job)
+                elif job.status == RUNNING:
+                    evict.append(job)
+        for job in evict:
+            sim.preempt(job)
+        for job in admit:
+            gpus = consolidated_place(sim, job.gpus)
+            assert gpus is not None
+            sim.start(job, gpus)
+        for queue in queues:  # running jobs first, pending ones keep their order behind them
+            queue[:] = [j for j in queue if j.status == RUNNING] + [j for j in queue if j.status != RUNNING]
+        nxt = math.inf
+        for job in self.runnable:
+            d = info[job.id]
+            if job.status == RUNNING:
+                q = d["q"]
+                if q < last_q:
+                    jump = math.floor((self.limits[q] - d["exec"]) / job.gpus) + now
+                    nxt = min(nxt, jump)
+            elif self.starvation > 0 and d["q"] > 0 and d["total"] > 0 and d["exec"] > 0:
+                diff = d["exec"] * self.starvation - d["last_pending"]
+                if diff > 0:
+                    nxt = min(nxt, diff + now)
+        self.next_jump = nxt if nxt < math.inf else None
+
+
+BASELINES = ("fifo", "fjf", "srtf", "tiresias-l", "tiresias-g")
+
+
+def make_baseline(name: str):
+    """`fifo`, `fjf`, `srtf`, `tiresias-l`, `tiresias-g`; `fifo@count` / `fjf@count` count GPUs instead of
+    placing them the YARN way. KeyError for other names."""
+    base, _, placement = name.partition("@")
+    if base in ("fifo", "fjf"):
+        return FifoBaseline(placement or None, skip=base == "fjf")
+    if placement:
+        raise KeyError(f"{base} has no placement variant (it counts GPUs, as the Tiresias simulator does)")
+    if base == "srtf":
+        return SrtfBaseline()
+    if base == "tiresias-l":
+        return TiresiasBaseline()
+    if base == "tiresias-g":
+        return TiresiasBaseline(gittins=True)
+    raise KeyError(name)

@@ -1,0 +1,155 @@
+"""`manage.py replay` end to end (call_command). Needs Django: run through scripts/with_services.py."""
+
+import json
+import os
+from io import StringIO
+from pathlib import Path
+
+import pytest
+
+DJANGO = "DJANGO_SETTINGS_MODULE" in os.environ  # set by pytest-django; absent under `-p no:django`
+pytestmark = pytest.mark.skipif(not DJANGO, reason="needs pytest-django (scripts/with_services.py -- pytest)")
+db = pytest.mark.django_db if DJANGO else (lambda f: f)  # the mark is unknown without the plugin
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+TIRESIAS = str(FIXTURES / "tiresias_60_job.csv")
+
+
+def replay(*args: str) -> str:
+    from django.core.management import call_command
+
+    out = StringIO()
+    call_command("replay", *args, stdout=out, stderr=StringIO())
+    return out.getvalue()
+
+
+def test_json_reproduces_the_tiresias_figures():
+    doc = json.loads(
+        replay(
+            "--trace",
+            "tiresias",
+            TIRESIAS,
+            "--cluster-spec",
+            "2x4",
+            "--policy",
+            "fifo,srtf,tiresias-l,default",
+            "--network-model",
+            "off",
+            "--json",
+            "--no-progress",
+        )
+    )
+    by = {r["policy"]: r for r in doc["results"]}
+    assert by["fifo"]["avg_jct_s"] == pytest.approx(93389 / 60, abs=0.01)
+    assert by["srtf"]["avg_jct_s"] == pytest.approx(31192 / 60, abs=0.01)
+    assert by["tiresias-l"]["avg_jct_s"] == pytest.approx(42916 / 60, abs=0.01)
+    assert by["srtf"]["preemptions"] == 7
+    assert doc["avg_jct_ratio_to_default"]["fifo"] == pytest.approx(2.176, abs=1e-3)
+    assert doc["cluster"] == "2x4" and doc["network_model"] == "off" and doc["trace"]["jobs"] == 60
+    for key in (
+        "median_jct_s",
+        "p95_jct_s",
+        "makespan_s",
+        "avg_queueing_s",
+        "gpu_utilisation",
+        "multi_gpu_in_one_island",
+        "multi_gpu_in_one_leaf",
+        "migrations",
+    ):
+        assert key in by["default"]
+
+
+def test_table_plots_and_progress(tmp_path, capsys):
+    from django.core.management import call_command
+
+    out, err = StringIO(), StringIO()
+    call_command(
+        "replay",
+        "--trace",
+        "tiresias",
+        TIRESIAS,
+        "--cluster-spec",
+        str(FIXTURES / "tiresias_n32g4.csv"),
+        "--policy",
+        "fifo,default-blind,default",
+        "--plot",
+        str(tmp_path),
+        stdout=out,
+        stderr=err,
+    )
+    text = out.getvalue()
+    assert "cluster 32x4 (128 GPUs); network model on" in text
+    assert "topology-blind placement / our placement" in text
+    assert (tmp_path / "jct_cdf.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "utilisation.png").exists()
+
+
+def test_pollux_with_network_model_prints_the_blind_ratio():
+    text = replay(
+        "--trace",
+        "pollux",
+        str(FIXTURES / "pollux_workload-6.csv"),
+        "--cluster-spec",
+        "16x4/4:2",
+        "--policy",
+        "default,default-blind",
+        "--network-model",
+        "on",
+        "--link-rate",
+        "SDR",
+        "--no-progress",
+    )
+    assert "default-blind" in text and "topology-blind placement / our placement, average JCT: 1.2" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--trace", "tiresias", TIRESIAS, "--cluster-spec", "2x"), "neither NODESxGPUS"),
+        (("--trace", "tiresias", TIRESIAS, "--cluster-spec", "2x4", "--policy", "lottery"), "unknown policy 'lottery'"),
+        (("--trace", "philly", TIRESIAS, "--cluster-spec", "2x4"), "unknown trace kind 'philly'"),
+        (("--trace", "tiresias", "/nonexistent.csv", "--cluster-spec", "2x4"), "does not exist"),
+        (("--trace", "tiresias", TIRESIAS), "--cluster-spec is required"),
+        (("--trace", "tiresias", TIRESIAS, "--cluster-spec", "2x4", "--round-s", "0"), "--round-s must be > 0"),
+    ],
+)
+@db
+def test_errors(args, words):
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match=words):
+        replay(*args, "--no-progress")
+
+
+def test_malformed_trace_names_the_line(tmp_path):
+    from django.core.management.base import CommandError
+
+    bad = tmp_path / "bad.csv"
+    bad.write_text(
+        "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n0,1,0,1,vgg16,100,0\n1,two,5,1,vgg16,10,0\n"
+    )
+    with pytest.raises(CommandError, match=r"bad.csv:3: num_gpu 'two' is not a number"):
+        replay("--trace", "tiresias", str(bad), "--cluster-spec", "2x4", "--no-progress")
+
+
+@db
+def test_cluster_from_the_database():
+    from tests.factories import fat_tree
+
+    fat_tree("replaylab", nodes=4, gpus_per_node=8, gpu_model="H100", leaf_ports=8, oversubscription=1.0)
+    doc = json.loads(
+        replay(
+            "--trace",
+            "tiresias",
+            TIRESIAS,
+            "--cluster-spec",
+            "replaylab",
+            "--policy",
+            "fjf,default",
+            "--json",
+            "--no-progress",
+        )
+    )
+    assert doc["cluster"] == "replaylab"
+    assert all(r["finished"] == 60 for r in doc["results"])
+    assert doc["results"][0]["cluster"] == "replaylab"

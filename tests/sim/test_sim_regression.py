@@ -1,0 +1,85 @@
+"""Pinned results: the Tiresias 60-job trace on the simulator's cluster shapes (network model off).
+
+Every baseline figure here is what the Tiresias simulator's own code gives (SymbioticLab/Tiresias
+`simulator/run_sim.py`: fifo and fjf with `--scheme=yarn`, `@count` with `--scheme=count`, shortest
+with `--scheme=count`, dlas-gpu, dlas-gpu-gittins), job by job; docs/policy-lab.md has the tables.
+"""
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from scheduler.sim import build_cluster, load_trace, parse_cluster_spec, replay
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+# (shape, policy): (sum of JCTs, median JCT, makespan, preemptions, sha256 of the per-job JCTs)
+PINNED = {
+    ("32x4", "fifo"): (10705, 125.0, 3271, 0, "399a1faf4e39"),
+    ("32x4", "fjf"): (10705, 125.0, 3271, 0, "399a1faf4e39"),
+    ("32x4", "srtf"): (10705, 125.0, 3271, 0, "399a1faf4e39"),
+    ("32x4", "tiresias-l"): (10705, 125.0, 3271, 0, "399a1faf4e39"),
+    ("32x4", "tiresias-g"): (10705, 125.0, 3271, 0, "399a1faf4e39"),
+    ("32x4", "default"): (10705, 125.0, 3271, 0, "399a1faf4e39"),
+    ("4x4", "fifo"): (13151, 178.5, 3341, 0, "0dbe6e4cf2dc"),
+    ("4x4", "fjf"): (13151, 148.0, 3271, 0, "c7b45b6c7b92"),
+    ("4x4", "srtf"): (11527, 126.5, 3271, 4, "1019b9588b0d"),
+    ("4x4", "tiresias-l"): (11441, 130.0, 3271, 0, "575af7138fca"),
+    ("4x4", "tiresias-g"): (13143, 128.5, 3271, 35, "fed3b225b43b"),
+    ("4x4", "fifo@count"): (12049, 149.5, 3335, 0, "8a023e318c5f"),
+    ("4x4", "fjf@count"): (11441, 130.0, 3271, 0, "575af7138fca"),
+    ("4x4", "default"): (11441, 130.0, 3271, 0, "575af7138fca"),
+    ("2x4", "fifo"): (93389, 1415.5, 5747, 0, "b8a24eb2ff4e"),
+    ("2x4", "fjf"): (46953, 162.0, 4839, 0, "058f52789fcc"),
+    ("2x4", "srtf"): (31192, 142.0, 4901, 7, "646227ee30b9"),
+    ("2x4", "tiresias-l"): (42916, 150.5, 4806, 0, "04d497898574"),
+    ("2x4", "tiresias-g"): (49274, 211.0, 4753, 88, "258615ac7e25"),
+    ("2x4", "fifo@count"): (93389, 1415.5, 5747, 0, "b8a24eb2ff4e"),
+    ("2x4", "fjf@count"): (42916, 150.5, 4806, 0, "04d497898574"),
+    ("2x4", "default"): (42916, 150.5, 4806, 0, "04d497898574"),
+}
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return load_trace("tiresias", FIXTURES / "tiresias_60_job.csv")
+
+
+@pytest.fixture(scope="module")
+def results(trace):
+    out = {}
+    for shape in ("32x4", "4x4", "2x4"):
+        policies = [p for (s, p) in PINNED if s == shape]
+        for r in replay(trace, build_cluster(parse_cluster_spec(shape)), policies):
+            out[(shape, r.policy)] = r
+    return out
+
+
+@pytest.mark.parametrize("key", list(PINNED), ids=lambda k: f"{k[0]}-{k[1]}")
+def test_tiresias_60_jobs(results, key):
+    r = results[key]
+    jcts = tuple(int(j.jct) for j in r.jobs)
+    assert all(j.jct == int(j.jct) for j in r.jobs)  # integer seconds, as in the simulator
+    got = (
+        sum(jcts),
+        r.median_jct,
+        round(r.makespan),
+        r.preemptions,
+        hashlib.sha256(repr(jcts).encode()).hexdigest()[:12],
+    )
+    assert got == PINNED[key]
+    assert not r.unfinished and r.migrations == 0
+
+
+def test_contended_shapes_default_against_fifo_and_tiresias_l(results):
+    for shape, fifo_ratio in (("4x4", 1.149), ("2x4", 2.176)):
+        default = results[(shape, "default")].avg_jct
+        assert results[(shape, "fifo")].avg_jct / default == pytest.approx(fifo_ratio, abs=1e-3)
+        assert results[(shape, "tiresias-l")].avg_jct / default == pytest.approx(1.0)
+
+
+def test_uncontended_cluster_all_policies_agree(results):
+    assert len({results[("32x4", p)].avg_jct for p in ("fifo", "fjf", "srtf", "tiresias-l", "default")}) == 1
+    r = results[("32x4", "fifo")]
+    assert r.avg_queueing == 0 and r.avg_jct == pytest.approx(10705 / 60)

@@ -1,0 +1,139 @@
+"""The communication-aware runtime model: placement sensitivity by model, contention, costs."""
+
+import pytest
+
+from fabric.topology.types import Fabric
+from scheduler.core.types import GpuState, NodeState
+from scheduler.sim.cluster import SimCluster, build_cluster, parse_cluster_spec
+from scheduler.sim.runtime import (
+    MODEL_PROFILES,
+    RuntimeModel,
+    RuntimeParams,
+    Work,
+    profile,
+    reference_ideal_step,
+)
+
+
+def work(model: str, gpus: int) -> Work:
+    p = profile(model)
+    return Work(gpus, p.compute_s(), p.grad_bytes)
+
+
+@pytest.fixture(scope="module")
+def tree():
+    c = build_cluster(parse_cluster_spec("16x4/4:2"))
+    return c, RuntimeModel(c)
+
+
+def gpus_on(c, nodes):
+    return [p for n in nodes for p in c.node_gpus[n]]
+
+
+def test_profiles_are_in_one_place():
+    for name in ("vgg16", "resnet50", "alexnet", "cifar10", "bert", "ResNet-50", "compute-only"):
+        assert name in MODEL_PROFILES
+    assert profile("VGG16") is MODEL_PROFILES["vgg16"]
+    assert profile("no-such-model") is MODEL_PROFILES["default"]
+    assert MODEL_PROFILES["vgg16"].grad_bytes == pytest.approx(138.4e6 * 4)
+
+
+def test_one_gpu_and_compute_only_jobs_never_slow_down(tree):
+    c, m = tree
+    leaves = c.leaves_in_order()
+    spread = gpus_on(c, [leaves[0][0], leaves[1][0]])
+    r = m.rates({1: (work("vgg16", 1), [0]), 2: (work("compute-only", 8), spread)})
+    assert r[1] == (1.0, 0.0)
+    assert r[2] == (1.0, 0.0)
+
+
+def test_ideal_placements_run_at_full_speed(tree):
+    c, m = tree
+    leaf = c.leaves_in_order()[0]
+    r = m.rates({1: (work("vgg16", 4), c.node_gpus[0]), 2: (work("vgg16", 8), gpus_on(c, leaf[1:3]))})
+    assert r[1][0] == pytest.approx(1.0)
+    assert r[2][0] == pytest.approx(1.0)
+
+
+def _crossing_rates(c, m, model: str, others: int) -> float:
+    """An 8-GPU job with one node in leaf 0 and one in leaf 1, `others` more crossing jobs on those leaves."""
+    leaves = c.leaves_in_order()
+    jobs = {0: (work(model, 8), gpus_on(c, [leaves[0][0], leaves[1][0]]))}
+    for k in range(others):
+        jobs[k + 1] = (work("vgg16", 8), gpus_on(c, [leaves[0][k + 1], leaves[1][k + 1]]))
+    return m.rates(jobs)[0][0]
+
+
+def test_large_models_are_very_sensitive_small_ones_less(tree):
+    c, m = tree
+    rates = {name: _crossing_rates(c, m, name, others=3) for name in ("vgg16", "alexnet", "resnet50", "googlenet")}
+    assert rates["alexnet"] < rates["vgg16"] < rates["resnet50"] < 1.0
+    assert rates["vgg16"] < 0.75  # hundreds of MB per 0.1 s step: the oversubscribed spine costs a lot
+    assert rates["resnet50"] > 0.8
+    assert _crossing_rates(c, m, "compute-only", others=3) == 1.0
+
+
+def test_other_jobs_on_the_uplinks_slow_a_crossing_job(tree):
+    c, m = tree
+    alone = _crossing_rates(c, m, "vgg16", others=0)
+    crowded = _crossing_rates(c, m, "vgg16", others=3)
+    assert crowded < alone < 1.0  # alone it pays the spine's ECMP factor only; crowded, the 2:1 oversubscription
+
+
+def test_same_leaf_beats_cross_spine(tree):
+    c, m = tree
+    leaves = c.leaves_in_order()
+    same = m.rates({1: (work("vgg16", 8), gpus_on(c, leaves[0][:2]))})[1][0]
+    cross = m.rates({1: (work("vgg16", 8), gpus_on(c, [leaves[0][0], leaves[1][0]]))})[1][0]
+    assert same > cross
+
+
+def test_ranks_per_node_matter(tree):
+    """NCCL runs a ring per rail: 4+4 over two nodes beats 4+2+2 over three (the 2-GPU node has half the rails)."""
+    c, m = tree
+    leaf = c.leaves_in_order()[0]
+    balanced = gpus_on(c, leaf[:2])
+    ragged = c.node_gpus[leaf[0]] + c.node_gpus[leaf[1]][:2] + c.node_gpus[leaf[2]][:2]
+    r = m.rates({1: (work("vgg16", 8), balanced), 2: (work("vgg16", 8), ragged)})
+    assert r[2][0] < r[1][0]
+
+
+def test_nvlink_island_beats_spanning_islands():
+    """A DGX-1-like node: 8 GPUs in two NVLink islands of 4 (PCIe between them)."""
+    gpus = tuple(GpuState(i + 1, i, "V100", 32768, nvlink_gbps=300.0) for i in range(8))
+    node = NodeState("n1", gpus=gpus, nvlink_islands=((0, 1, 2, 3), (4, 5, 6, 7)), hca_gbps=100.0)
+    c = SimCluster.from_inventory(Fabric(), [node])
+    m = RuntimeModel(c)
+    one = m.rates({1: (work("vgg16", 4), [0, 1, 2, 3])})[1][0]
+    two = m.rates({1: (work("vgg16", 4), [0, 1, 4, 5])})[1][0]
+    assert one == pytest.approx(1.0)
+    assert two < 0.9
+
+
+def test_duty_cycle_and_link_utilisation(tree):
+    c, m = tree
+    leaves = c.leaves_in_order()
+    jobs = {
+        1: (work("vgg16", 8), gpus_on(c, [leaves[0][0], leaves[1][0]])),
+        2: (work("vgg16", 4), c.node_gpus[leaves[2][0]]),
+    }
+    rates = m.rates(jobs)
+    assert 0 < rates[1][1] < 1 and rates[2][1] > 0  # share of the step spent in the all-reduce
+    util = m.link_utilisation(jobs, rates)
+    crossing_uplinks = c.group_links[c.node_group[leaves[0][0]]]
+    assert all(util[k] > 0 for k in crossing_uplinks)
+    assert not any(k in util for k in c.group_links[c.node_group[leaves[2][0]]])  # one node: no fabric traffic
+
+
+def test_checkpoint_cost_grows_with_the_model():
+    p = RuntimeParams()
+    small, big = profile("googlenet").grad_bytes, profile("vgg19").grad_bytes
+    assert p.checkpoint_s(small) < p.checkpoint_s(big)
+    assert p.move_cost_s(big) == pytest.approx(p.checkpoint_s(big) + p.restart_s)
+    assert p.restart_s == 30.0  # the engine's Config.restart_overhead_s
+
+
+def test_reference_ideal_step():
+    w = work("resnet50", 1)
+    assert reference_ideal_step(w) == pytest.approx(w.step_compute_s)
+    assert reference_ideal_step(work("resnet50", 8)) > w.step_compute_s  # two nodes: the ring over EDR

@@ -1,0 +1,141 @@
+"""Trace loaders: the real files (copies in tests/fixtures, see SOURCES.md) and malformed rows."""
+
+from pathlib import Path
+
+import pytest
+
+from scheduler.sim.traces import TraceError, load_trace, parse_gavel, parse_pollux, parse_tiresias
+from scheduler.sim.traces.pollux import APPLICATIONS, job_duration
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+TIRESIAS_HEADER = "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
+
+
+def test_tiresias_60_job_trace():
+    t = load_trace("tiresias", FIXTURES / "tiresias_60_job.csv")
+    assert t.kind == "tiresias"
+    assert len(t.jobs) == 60
+    assert [j.id for j in t.jobs] == list(range(60))
+    assert {j.gpus for j in t.jobs} == {1, 2, 4, 8}
+    assert (t.jobs[0].submit_s, t.jobs[-1].submit_s) == (0, 1779)
+    assert min(j.duration_s for j in t.jobs) == 121 and max(j.duration_s for j in t.jobs) == 1800
+    j1 = t.jobs[1]
+    assert (j1.name, j1.gpus, j1.submit_s, j1.duration_s, j1.model) == ("1", 8, 30, 147, "vgg11")
+    assert j1.grad_bytes == pytest.approx(132.9e6 * 4)
+    assert sum(j.gpus * j.duration_s for j in t.jobs) == pytest.approx(t.gpu_seconds)
+
+
+def test_tiresias_sorts_by_submit_time_keeping_file_order_on_ties():
+    text = TIRESIAS_HEADER + "a,1,50,1,vgg16,100,0\nb,2,10,1,resnet50,100,0\nc,1,10,1,alexnet,100,0\n"
+    t = parse_tiresias(text.splitlines(), "x.csv")
+    assert [j.name for j in t.jobs] == ["b", "c", "a"]
+    assert [j.line for j in t.jobs] == [3, 4, 2]
+
+
+def test_tiresias_duration_is_truncated_like_the_simulator():
+    t = parse_tiresias((TIRESIAS_HEADER + "a,1,0,1,vgg16,99.9,0\n").splitlines(), "x.csv")
+    assert t.jobs[0].duration_s == 99
+
+
+def test_tiresias_unknown_model_gets_the_default_profile_and_a_note():
+    t = parse_tiresias((TIRESIAS_HEADER + "a,2,0,1,mystery-net,100,0\n").splitlines(), "x.csv")
+    assert t.jobs[0].model == "default"
+    assert any("mystery-net" in n for n in t.notes)
+
+
+@pytest.mark.parametrize(
+    ("row", "line", "words"),
+    [
+        ("1,x,0,1,vgg16,100,0", 3, "num_gpu 'x' is not a number"),
+        ("1,0,0,1,vgg16,100,0", 3, "num_gpu 0 is below 1"),
+        ("1,2,-5,1,vgg16,100,0", 3, "submit_time"),
+        ("1,2,5,1,vgg16,0,0", 3, "duration"),
+        ("1,2,5,1,vgg16,abc,0", 3, "duration 'abc' is not a number"),
+        ("1,2,5,1,vgg16", 3, "5 fields, the header has 7"),
+        (",2,5,1,vgg16,10,0", 3, "job_id is empty"),
+    ],
+)
+def test_tiresias_malformed_row_names_the_line(row, line, words):
+    text = TIRESIAS_HEADER + "0,1,0,1,vgg16,100,0\n" + row + "\n"
+    with pytest.raises(TraceError) as exc:
+        parse_tiresias(text.splitlines(), "bad.csv")
+    assert exc.value.line == line
+    assert str(exc.value).startswith(f"bad.csv:{line}: ")
+    assert words in str(exc.value)
+
+
+def test_tiresias_missing_column_and_empty_file():
+    with pytest.raises(TraceError, match=r"bad.csv:1: header lacks column\(s\) duration"):
+        parse_tiresias(["job_id,num_gpu,submit_time", "1,1,0"], "bad.csv")
+    with pytest.raises(TraceError, match="empty file"):
+        parse_tiresias([], "empty.csv")
+    with pytest.raises(TraceError, match="no jobs"):
+        parse_tiresias([TIRESIAS_HEADER.strip()], "nojobs.csv")
+
+
+def test_pollux_workload_6():
+    t = load_trace("pollux", FIXTURES / "pollux_workload-6.csv")
+    assert len(t.jobs) == 160
+    assert sum(1 for j in t.jobs if j.model == "ncf") == 54
+    assert max(j.gpus for j in t.jobs) == 48
+    assert t.jobs[0].name == "cifar10-0" and t.jobs[0].submit_s == 53
+    assert all(j.duration_s > 0 for j in t.jobs)
+    assert "derived" in t.notes[0]
+
+
+def test_pollux_durations_follow_the_documented_throughput_assumption():
+    # CIFAR-10 at 6 replicas x 2048: ceil(100 x 50000 / 2048) = 2442 steps of (2048/6)/900 s + the ring.
+    d, step = job_duration("cifar10", 6, 2048)
+    assert step == pytest.approx(2048 / 6 / 900.0)
+    assert 2442 * step < d < 2442 * step * 1.05
+    # More replicas, same global batch: shorter.
+    assert job_duration("bert", 16, 384)[0] < job_duration("bert", 6, 384)[0]
+    assert set(APPLICATIONS) == {"cifar10", "imagenet", "bert", "deepspeech2", "yolov3", "ncf"}
+
+
+@pytest.mark.parametrize(
+    ("row", "words"),
+    [
+        ("x-1,10,resnet,4,128", "application 'resnet' is not one of"),
+        ("x-1,10,cifar10,0,128", "num_replicas 0 is below 1"),
+        ("x-1,ten,cifar10,4,128", "time 'ten' is not a number"),
+        ("x-1,10,cifar10,8,4", "batch_size 4 is smaller than num_replicas 8"),
+    ],
+)
+def test_pollux_malformed_row_names_the_line(row, words):
+    text = ["name,time,application,num_replicas,batch_size", "ok-0,0,ncf,1,32768", row]
+    with pytest.raises(TraceError) as exc:
+        parse_pollux(text, "w.csv")
+    assert exc.value.line == 3
+    assert words in str(exc.value)
+
+
+def test_gavel_physical_trace_head():
+    t = load_trace("gavel", FIXTURES / "gavel_physical_max_min_fairness_head24.trace")
+    assert len(t.jobs) == 24
+    first = next(j for j in t.jobs if j.line == 1)
+    assert (first.model, first.gpus, first.submit_s) == ("ResNet-18", 4, 0)
+    assert first.duration_s > 925982 * (128 / 2800.0)  # steps x compute at 2800 img/s, plus the all-reduce
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        ("ResNet-18 (batch size 128)\tcmd\tdir\t--num_steps\t1\t100\t1\t1", "8 tab-separated fields, expected 10"),
+        ("Foo (batch size 8)\tcmd\tdir\t--n\t1\t100\t1\t1\t-1\t0", "job type 'Foo' has no throughput profile"),
+        ("ResNet-18\tcmd\tdir\t--n\t1\t100\t1\t1\t-1\t0", "is not 'MODEL (batch size N)'"),
+        ("ResNet-18 (batch size 128)\tcmd\tdir\t--n\t1\tmany\t1\t1\t-1\t0", "total_steps 'many'"),
+        ("ResNet-18 (batch size 128)\tcmd\tdir\t--n\t1\t100\t0\t1\t-1\t0", "scale_factor 0 is below 1"),
+    ],
+)
+def test_gavel_malformed_line(line, words):
+    good = "LM (batch size 40)\tpython main.py\tlanguage_modeling\t--steps\t1\t1000\t1\t1\t-1.000000\t0"
+    with pytest.raises(TraceError) as exc:
+        parse_gavel([good, "", line], "g.trace")
+    assert exc.value.line == 3
+    assert words in str(exc.value)
+
+
+def test_unknown_kind():
+    with pytest.raises(ValueError, match="unknown trace kind 'philly'"):
+        load_trace("philly", FIXTURES / "tiresias_60_job.csv")
