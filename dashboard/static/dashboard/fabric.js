@@ -11,6 +11,9 @@
 // Positions come with the snapshot (x/y per switch and node, from fabric/topology/layout.py, in its units);
 // a plain tiered layout stands in when they are absent.
 //
+// Deep links (the job and report pages link this way): ?job=<id> preselects that job once the queue lists it,
+// ?link=<id> opens its panel and ?switch=<id> selects and centres that switch once the fabric snapshot has them.
+//
 // Test hooks: #fabric-summary's data- attributes and window.__fabric (state(), selectJob(id), setMode(mode),
 // openLink(id), linkPoint(id) -> client x/y of a link's middle, fit()).
 
@@ -82,7 +85,13 @@ const S = {
   labelWidth: null,
   dpr: 1,
   view: { kx: 1, ky: 1, tx: 0, ty: 0, fitted: false },
+  selectedSwitch: null, // from ?switch=: outlined, and centred until the view is fitted again
+  centred: false,
 };
+
+// What the page's address asks for, each applied once, as soon as the data has it.
+const params = new URLSearchParams(window.location.search);
+const wanted = { job: params.get("job") || "", link: params.get("link") || "", switch: params.get("switch") || "" };
 
 //
 // Bins: one per colour (and dash), so a repaint strokes a couple of dozen paths, not thousands of lines
@@ -245,6 +254,13 @@ function applySnapshot(data, seq) {
   if (!S.view.fitted || !sameBounds(previous, S.bounds)) fit();
   S.seq.snapshot = seq ?? null;
   computeHighlight();
+  if (wanted.link && openLink(wanted.link)) wanted.link = "";
+  if (wanted.switch && S.switches.has(wanted.switch)) {
+    S.selectedSwitch = wanted.switch;
+    S.centred = true;
+    wanted.switch = "";
+    fit();
+  }
   invalidate();
 }
 
@@ -290,6 +306,10 @@ function applyQueue(state, seq) {
   else {
     computeHighlight();
     invalidate();
+  }
+  if (wanted.job && S.jobs.has(wanted.job)) {
+    selectJob(wanted.job);
+    wanted.job = "";
   }
 }
 
@@ -483,7 +503,17 @@ function fit() {
   kx = Math.min(kx, ky * MAX_STRETCH);
   ky = Math.min(ky, kx * MAX_STRETCH);
   S.view = { kx, ky, tx: w / 2 - ((b.x0 + b.x1) / 2) * kx, ty: h / 2 - ((b.y0 + b.y1) / 2) * ky, fitted: true };
+  const focus = S.centred && S.switches.get(S.selectedSwitch);
+  if (focus) {
+    const k = clamp(120 / (SWITCH_GAP * kx), 1, 8); // close enough to read the names around it
+    S.view = { kx: kx * k, ky: ky * k, tx: w / 2 - focus.x * kx * k, ty: h / 2 - focus.y * ky * k, fitted: true };
+  }
   invalidate();
+}
+
+function fitAll() {
+  S.centred = false;
+  fit();
 }
 
 function invalidate() {
@@ -641,6 +671,12 @@ function draw() {
     ctx.fillRect(x, y, z.sw, z.sh);
     ctx.strokeRect(x, y, z.sw, z.sh);
   }
+  const chosen = S.selectedSwitch && S.switches.get(S.selectedSwitch);
+  if (chosen) {
+    ctx.lineWidth = 3;
+    ctx.strokeStyle = "#ffffff";
+    ctx.strokeRect(chosen.x * kx + tx - z.sw / 2 - 4, chosen.y * ky + ty - z.sh / 2 - 4, z.sw + 8, z.sh + 8);
+  }
 
   // Labels, only when they fit.
   ctx.font = "11px system-ui, sans-serif";
@@ -793,8 +829,8 @@ canvas.addEventListener("pointermove", (ev) => {
 canvas.addEventListener("pointerleave", () => {
   tip.hidden = true;
 });
-canvas.addEventListener("dblclick", fit);
-document.getElementById("fabric-fit").addEventListener("click", fit);
+canvas.addEventListener("dblclick", fitAll);
+document.getElementById("fabric-fit").addEventListener("click", fitAll);
 new ResizeObserver(() => (S.view.fitted ? fit() : invalidate())).observe(canvasBox);
 
 function hover() {
@@ -959,6 +995,7 @@ function state() {
     highlightedLinks: S.hlLinks.size,
     highlightedNodes: S.hlNodes.size,
     selectedLink: S.selectedId,
+    selectedSwitch: S.selectedSwitch,
     snapshotSeq: S.seq.snapshot,
     lastDeltaSeq: S.seq.delta,
     queueSeq: S.seq.queue,
@@ -989,7 +1026,7 @@ function linkPoint(id) {
   };
 }
 
-window.__fabric = { state, selectJob, setMode, openLink, closePanel, linkPoint, fit };
+window.__fabric = { state, selectJob, setMode, openLink, closePanel, linkPoint, fit: fitAll };
 
 //
 // Live data

@@ -1,9 +1,11 @@
-// Job: live status (queue socket), live readings of its GPUs (fabric socket, `gpus` topic) in the server-rendered
-// table (rows data-gpu-id), and the history of its GPUs from the series endpoint (fabric.selectors.metric_series).
+// Job: live status (queue socket), its placement on a small fabric view (minifabric.js), live readings of its GPUs
+// (fabric socket, `gpus` topic) in the server-rendered table (rows data-gpu-id), and the history of its GPUs from the
+// series endpoint (fabric.selectors.metric_series).
 
 import { baseOption, makeChart, timeAxis, tipHtml, valueAxis } from "./charts.js";
 import { connect } from "./live.js";
 import { byId, cell, fmtNumber, fmtTime, jsonScript, loaded, setBadge, setText } from "./dom.js";
+import { miniFabric } from "./minifabric.js";
 
 const page = byId("page");
 const jobId = String(page.dataset.jobId);
@@ -30,6 +32,20 @@ connect(page.dataset.wsQueue).subscribe("queue", (event) => {
     byId("job-left").hidden = false; // finished, failed or cancelled: the page's own data says which after a reload
   }
 });
+
+//
+// Placement on the fabric: a small view of its nodes, switches and links (minifabric.js)
+//
+
+const miniRoot = byId("job-fabric");
+if (miniRoot) {
+  miniFabric(miniRoot, {
+    jobId,
+    wsQueue: page.dataset.wsQueue,
+    wsFabric: page.dataset.wsFabric,
+    fabricUrl: miniRoot.dataset.fabricUrl,
+  });
+}
 
 //
 // Its GPUs, now
