@@ -58,6 +58,7 @@ def configure(
         "TELEMETRY_NODE_QUEUES": False,  # one worker serves every node's poll
         "TELEMETRY_FABRIC_AGENTS": ["auto"],
         "TELEMETRY_SWITCH_COLLECTOR": collector,
+        "LAUNCHER": "twin",  # no node agent can reach an in-process broker: the twin plays the jobs
     }
     if hold_down_s is not None:
         django_values["TELEMETRY_HOLD_DOWN_S"] = hold_down_s

@@ -137,6 +137,8 @@ CELERY_BEAT_SCHEDULE = {
     # Time series upkeep (fabric.actions.rollup_metrics / prune_metrics): both idempotent.
     "telemetry-rollup": {"task": "fabric.tasks.rollup_metrics", "schedule": 60.0},
     "telemetry-prune": {"task": "fabric.tasks.prune_metrics", "schedule": 3600.0},
+    # Launches: ack and stop timeouts, and the twin's jobs that reached their est_runtime_s.
+    "launch-sweep": {"task": "scheduler.tasks.launch_sweep", "schedule": 10.0},
 }
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -188,6 +190,51 @@ if min(TELEMETRY_RETENTION_RAW_H, TELEMETRY_RETENTION_MINUTE_D, TELEMETRY_RETENT
 # The twin (collector "twin", fabric/twin_adapter.py): seed of its fault schedule, faults per simulated hour.
 TWIN_SEED = env.int("TWIN_SEED", default=0)
 TWIN_FAULT_RATE = env.float("TWIN_FAULT_RATE", default=6.0)
+
+#
+# Running jobs (docs/running-jobs.md). LAUNCHER: "twin" plays jobs centrally (nothing is launched; a job ends
+# after its est_runtime_s), "process" or "container": the node agents launch them. Default: the twin where the
+# twin plays the hardware too (embedded mode, TELEMETRY_COLLECTOR=twin), else process.
+#
+LAUNCHER = env.str("LAUNCHER", default="twin" if EMBEDDED or TELEMETRY_COLLECTOR == "twin" else "process")
+if LAUNCHER not in ("twin", "process", "container"):
+    raise ImproperlyConfigured(f"LAUNCHER must be twin, process or container, not {LAUNCHER!r}")
+# Central: every node of a launch must acknowledge (prepare, then start) within this, or the launch is rolled back
+# and the job requeued; a stop unconfirmed this long after its grace period is given up (the node is gone).
+LAUNCH_ACK_TIMEOUT_S = env.float("LAUNCH_ACK_TIMEOUT_S", 120.0)
+LAUNCH_STOP_TIMEOUT_S = env.float("LAUNCH_STOP_TIMEOUT_S", 60.0)
+# How long the log API waits for the node agents' tails.
+LAUNCH_LOG_TIMEOUT_S = env.float("LAUNCH_LOG_TIMEOUT_S", 5.0)
+# Node agent (read on the GPU servers; docs/node-agent.md). CLUSTERCTL_NODE_GPUS: this node's GPU UUIDs, where
+# NVML cannot list them; CLUSTERCTL_CONTAINER_CDI: 1/0, empty = CDI for podman, --gpus for docker.
+NODE_NAME = env.str("CLUSTERCTL_NODE_NAME", default="")
+LAUNCH_RUN_DIR = env.str("CLUSTERCTL_RUN_DIR", default="/var/lib/clusterctl/run")
+LAUNCH_LOG_DIR = env.str("CLUSTERCTL_LOG_DIR", default="/var/log/clusterctl/jobs")
+LAUNCH_CHECKPOINT_ROOT = env.str("CLUSTERCTL_CHECKPOINT_ROOT", default="/var/lib/clusterctl/checkpoints")
+LAUNCH_NODE_GPUS = env.list("CLUSTERCTL_NODE_GPUS", default=[])
+LAUNCH_CONTAINER_ENGINE = env.str("CLUSTERCTL_CONTAINER_ENGINE", default="docker")
+LAUNCH_CONTAINER_CDI = env.str("CLUSTERCTL_CONTAINER_CDI", default="")
+LAUNCH_MPS_PIPE_DIRECTORY = env.str("CLUSTERCTL_MPS_PIPE_DIRECTORY", default="/tmp/nvidia-mps")
+LAUNCH_MPS_LOG_DIRECTORY = env.str("CLUSTERCTL_MPS_LOG_DIRECTORY", default="/var/log/nvidia-mps")
+LAUNCH_MASTER_PORTS = env.str("CLUSTERCTL_MASTER_PORTS", default="29500-29999")
+LAUNCH_WATCH_INTERVAL_S = env.float("CLUSTERCTL_WATCH_INTERVAL_S", 1.0)
+
+#
+# The what-if page (/whatif/, docs/policy-lab.md "From the dashboard"): the folders whose trace files it offers
+# (default: the Apache/MIT-licensed copies in tests/fixtures, and ../shared/data/traces when it exists), and the
+# bounds of one run: jobs (pods for the Alibaba trace), GPUs of a NODESxGPUS cluster, seconds, upload size.
+#
+_SHARED_TRACES = BASE_DIR.parent / "shared" / "data" / "traces"
+WHATIF_TRACE_DIRS = env.list(
+    "WHATIF_TRACE_DIRS",
+    default=[str(BASE_DIR / "tests" / "fixtures"), *([str(_SHARED_TRACES)] if _SHARED_TRACES.is_dir() else [])],
+)
+WHATIF_MAX_JOBS = 10_000
+WHATIF_MAX_GPUS = 16_384
+WHATIF_TIMEOUT_S = 300
+WHATIF_UPLOAD_MAX_BYTES = 5 * 1024 * 1024
+# The what-if replay task lives outside scheduler/tasks.py (autodiscovery imports only <app>.tasks).
+CELERY_IMPORTS = ("scheduler.sim_tasks",)
 
 #
 # Auth, API

@@ -430,3 +430,98 @@ def my_page(request: HttpRequest) -> HttpResponse:
         **_common(),
     }
     return render(request, "dashboard/my.html", context)
+
+
+#
+# What-if: a trace replayed under several policies (docs/policy-lab.md "From the dashboard"; dashboard/whatif.py)
+#
+
+
+@operator_required
+def whatif_page(request: HttpRequest) -> HttpResponse:
+    """The form; a valid one starts a run (one at a time per user) and goes to its page."""
+    from dashboard import whatif
+
+    if request.method not in ("GET", "HEAD", "POST"):
+        return HttpResponse(status=405, headers={"Allow": "GET, HEAD, POST"})
+    form = whatif.WhatIfForm(request.POST or None, request.FILES or None)
+    busy = None
+    if request.method == "POST" and form.is_valid():
+        try:
+            run_id = whatif.start_run(request.user, form)
+        except whatif.Busy as exc:
+            busy = exc.run_id
+            form.add_error(None, "You already have a what-if run in progress: wait until it has finished.")
+        else:
+            return redirect("whatif-run", run_id=run_id)
+    context = {
+        "page": "whatif",
+        "form": form,
+        "busy": busy,
+        "recent": whatif.recent_runs(request.user),
+        "limits": whatif.limits(),
+        "spec_examples": whatif.SPEC_EXAMPLES,
+        "cluster_names": list(Cluster.objects.order_by("name").values_list("name", flat=True)),
+        "policy_help": whatif.POLICY_HELP,
+        "fractional_help": whatif.FRACTIONAL_HELP,
+        **_common(),
+    }
+    return render(request, "dashboard/whatif.html", context, status=400 if form.is_bound and form.errors else 200)
+
+
+def _whatif_record(run_id: str) -> dict:
+    from django.http import Http404
+
+    from scheduler.sim_tasks import get_run
+
+    record = get_run(run_id)
+    if record is None:
+        raise Http404("No such what-if run (runs are kept for a day).")
+    return record
+
+
+@operator_required
+@require_GET
+def whatif_run(request: HttpRequest, run_id: str) -> HttpResponse:
+    """A run: its progress while it runs (whatif.js polls whatif_status), then its results and charts."""
+    from dashboard import whatif
+
+    record = _whatif_record(run_id)
+    status = whatif.status_of(record)
+    doc = record.get("result") if status["status"] == "done" else None
+    fractional = record["params"]["kind"] == "alibaba"
+    context = {
+        "page": "whatif",
+        "run": record,
+        "params": record["params"],
+        "status": status,
+        "created_at": whatif.created_at(record),
+        "command": whatif.command_line(record["params"]),
+        "doc": doc,
+        "fractional": fractional,
+        "rows": whatif.jct_rows(doc) if doc and not fractional else [],
+        "charts": whatif.chart_data(record) if doc else None,
+        **_common(),
+    }
+    if doc and fractional:
+        context["checkpoints"], context["fractional_rows"] = whatif.fractional_rows(doc)
+    return render(request, "dashboard/whatif_run.html", context)
+
+
+@operator_required
+@require_GET
+def whatif_status(request: HttpRequest, run_id: str) -> JsonResponse:
+    """Small, polled every second: status, progress, error (no result)."""
+    from dashboard import whatif
+
+    return JsonResponse(whatif.status_of(_whatif_record(run_id)))
+
+
+@operator_required
+@require_GET
+def whatif_result(request: HttpRequest, run_id: str) -> JsonResponse:
+    """The finished run's document: what `manage.py replay --json` prints (plus `charts` for a JCT trace)."""
+    record = _whatif_record(run_id)
+    if record["status"] != "done":
+        return JsonResponse({"detail": f"the run is {record['status']}", "error": record.get("error", "")}, status=409)
+    return JsonResponse(record["result"])

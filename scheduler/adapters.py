@@ -195,7 +195,9 @@ _REQUESTS: dict[int, dict[int, tuple[int, JobRequest]]] = {}
 
 def _job_rows(cluster_id: int) -> list[JobRow]:
     live = Job.objects.filter(pool__cluster_id=cluster_id).filter(
-        Q(status=JobStatus.PENDING, held=False) | Q(status__in=ACTIVE_STATUSES)
+        # A preempted job holds its GPUs until its nodes stopped it (scheduler.actions.launches): it is passed
+        # as a stopping running job, so its preemptor waits for it instead of preempting more.
+        Q(status=JobStatus.PENDING, held=False) | Q(status__in=(*ACTIVE_STATUSES, JobStatus.PREEMPTED))
     )
     versions = dict(live.values_list("pk", "version"))
     cache = _ROWS.setdefault(cluster_id, {})
@@ -323,7 +325,7 @@ def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
                     started_at=job.started_at.timestamp() if job.started_at else now_ts,
                     last_migrated_at=job.last_migrated_at.timestamp() if job.last_migrated_at else None,
                     borrowed=job.borrowed,
-                    stopping=job.status == JobStatus.MIGRATING,
+                    stopping=job.status in (JobStatus.MIGRATING, JobStatus.PREEMPTED),
                 )
             )
     snapshot = Snapshot(

@@ -11,6 +11,7 @@ from scheduler.models import (
     Allocation,
     Job,
     JobEvent,
+    Launch,
     Pool,
     PoolNode,
     PriorityClass,
@@ -86,6 +87,20 @@ class EventInline(admin.TabularInline):
         return False
 
 
+class LaunchInline(admin.TabularInline):
+    """Each node's part of each (re)launch: what the node agents answered (scheduler.actions.launches)."""
+
+    model = Launch
+    fields = ["generation", "hostname", "state", "pid", "returncode", "exited_within_grace", "stop_why", "reason",
+              "changed_at"]  # fmt: skip
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
     list_display = ["id", "name", "tenant", "pool", "gpus", "sharing", "priority_class", "status_badge", "held",
@@ -94,9 +109,9 @@ class JobAdmin(admin.ModelAdmin):
     search_fields = ["name", "tenant__name", "=id"]
     list_select_related = ["tenant", "pool__cluster", "priority_class"]
     readonly_fields = ["status", "status_reason", "pending_reason", "queue_seq", "borrowed",
-                       "held", "version", "submitted_at", "started_at", "finished_at", "last_migrated_at",
-                       "attained_gpu_s"]  # fmt: skip
-    inlines = [AllocationInline, EventInline]
+                       "held", "version", "generation", "submitted_at", "started_at", "finished_at",
+                       "last_migrated_at", "attained_gpu_s"]  # fmt: skip
+    inlines = [AllocationInline, LaunchInline, EventInline]
     actions = ["hold", "release", "requeue", "cancel"]
     paginator = ApproximatePaginator
     show_full_result_count = False

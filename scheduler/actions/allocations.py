@@ -99,9 +99,13 @@ def allocate(job: Job, shares: Sequence[ShareSpec], *, replicas_max: int = 1) ->
         raise StaleDecision(f"job {job.pk}: {exc}") from exc
 
 
-def release_allocations(job: Job) -> int:
-    """Give back everything the job holds; the ledger sums go down by exactly what it held."""
-    held = list(Allocation.objects.select_for_update().filter(job=job, active=True))
+def release_allocations(job: Job, gpu_ids: Iterable[int] | None = None) -> int:
+    """Give back everything the job holds (or only its shares on `gpu_ids`: a migration's old GPUs); the ledger
+    sums go down by exactly what it held."""
+    held_rows = Allocation.objects.select_for_update().filter(job=job, active=True)
+    if gpu_ids is not None:
+        held_rows = held_rows.filter(gpu_id__in=list(gpu_ids))
+    held = list(held_rows)
     for a in held:
         ledger = GpuLedger.objects.filter(gpu_id=a.gpu_id)
         if a.kind in (ShareKind.WHOLE, ShareKind.MPS):

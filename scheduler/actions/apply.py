@@ -23,6 +23,10 @@ from scheduler.actions.allocations import (
 )
 from scheduler.actions.errors import ActionError, StaleDecision
 from scheduler.actions.jobs import SCHEDULER, _move
+from scheduler.actions.launches import abandon_launches, launch_on_commit, placed_status
+from scheduler.actions.launches import enabled as launches_enabled
+from scheduler.actions.launches import migrate as migrate_launches
+from scheduler.actions.launches import preempt as preempt_launches
 from scheduler.choices import ACTIVE_STATUSES, JobStatus, ShareKind
 from scheduler.models import (
     Allocation,
@@ -76,8 +80,9 @@ def apply_decisions(round_id: int, decisions, index) -> Applied:
 
     Each decision runs in its own savepoint: one made stale by a concurrent change (a job cancelled,
     a GPU taken) is skipped and counted, the others still apply, and the job is retried next round.
-    Until node agents launch jobs (issue 6), a stop is immediate: preempted jobs requeue at once and
-    migrations relaunch at once.
+    With node agents (LAUNCHER process/container; scheduler.actions.launches) placed jobs are admitted and
+    launched after commit, and preempted or migrating jobs keep their GPUs until their nodes stopped them;
+    under the twin a stop is immediate: preempted jobs requeue at once and migrations relaunch at once.
     """
     done = Applied()
     jobs, pools = index.jobs, index.pools
@@ -135,17 +140,22 @@ def apply_decisions(round_id: int, decisions, index) -> Applied:
 
 def _requeue(job: Job, reason: str, round_id: int) -> None:
     release_allocations(job)
+    abandon_launches(job, "requeue")
     _move(job, JobStatus.PENDING, reason, actor=SCHEDULER, expect=ACTIVE_STATUSES, round_id=round_id,
           started_at=None)  # fmt: skip
 
 
 def _fail(job: Job, reason: str, round_id: int) -> None:
     release_allocations(job)
+    abandon_launches(job, "failure")
     _move(job, JobStatus.FAILED, reason, actor=SCHEDULER, expect=ACTIVE_STATUSES, round_id=round_id,
           finished_at=timezone.now())  # fmt: skip
 
 
 def _preempt(job: Job, p, round_id: int) -> None:
+    if launches_enabled():  # its nodes stop it (checkpoint, grace period); it requeues once they did
+        preempt_launches(job, p.reason, p.for_job, round_id)
+        return
     _move(job, JobStatus.PREEMPTED, p.reason, actor=SCHEDULER, expect=ACTIVE_STATUSES, round_id=round_id)
     release_allocations(job)
     _move(job, JobStatus.PENDING, f"requeued after preemption for job {p.for_job}", actor=SCHEDULER,
@@ -153,6 +163,9 @@ def _preempt(job: Job, p, round_id: int) -> None:
 
 
 def _migrate(job: Job, m, specs: list[ShareSpec], pools: dict[int, Pool], round_id: int, now) -> None:
+    if launches_enabled():  # stopped on the old GPUs first, then relaunched on the new ones as the next generation
+        migrate_launches(job, m, specs, pools[job.pool_id].timeslice_replicas, round_id, now)
+        return
     _move(job, JobStatus.MIGRATING, m.reason, actor=SCHEDULER, expect=[JobStatus.RUNNING], round_id=round_id)
     old = list(Allocation.objects.filter(job=job, active=True).values_list("pk", flat=True))
     release_allocations(job)
@@ -166,9 +179,10 @@ def _migrate(job: Job, m, specs: list[ShareSpec], pools: dict[int, Pool], round_
 def _place(job: Job, p, specs: list[ShareSpec], pools: dict[int, Pool], round_id: int, now) -> None:
     allocate(job, specs, replicas_max=pools[job.pool_id].timeslice_replicas)
     where = ", ".join(p.nodes)
-    _move(job, JobStatus.RUNNING, f"placed on {where}: {p.explanation}", actor=SCHEDULER,
+    _move(job, placed_status(), f"placed on {where}: {p.explanation}", actor=SCHEDULER,
           expect=[JobStatus.PENDING], round_id=round_id, started_at=now, borrowed=p.borrowed,
-          )  # fmt: skip
+          generation=F("generation") + 1)  # fmt: skip
+    launch_on_commit([job.pk])
 
 
 def _place_all(placements, index, round_id: int, now) -> tuple[list, list[tuple[int, str]]]:
@@ -256,20 +270,22 @@ def _place_all(placements, index, round_id: int, now) -> tuple[list, list[tuple[
     )  # fmt: skip
     # The full "placed on ...: why" goes to each job's event; the job row gets one shared status line.
     status_reason = f"placed by scheduling round {round_id}"
+    status = placed_status()  # admitted until its nodes started it; running at once under the twin
     for borrowed in (False, True):
         ids = [p.job_id for p in placed if p.borrowed == borrowed]
         for chunk in (ids[i : i + 10_000] for i in range(0, len(ids), 10_000)):
             Job.objects.filter(pk__in=chunk).update(
-                status=JobStatus.RUNNING, status_reason=status_reason, started_at=now, borrowed=borrowed,
-                version=F("version") + 1,
+                status=status, status_reason=status_reason, started_at=now, borrowed=borrowed,
+                version=F("version") + 1, generation=F("generation") + 1,
             )  # fmt: skip
     _insert_rows(
         JobEvent,
         ["job_id", "at", "from_status", "to_status", "reason", "actor", "round_id"],
-        [(p.job_id, now, JobStatus.PENDING, JobStatus.RUNNING, f"placed on {', '.join(p.nodes)}: {p.explanation}"[:500],
+        [(p.job_id, now, JobStatus.PENDING, status, f"placed on {', '.join(p.nodes)}: {p.explanation}"[:500],
           SCHEDULER, round_id) for p in placed],
     )  # fmt: skip
-    events.jobs_changed_on_commit(index.cluster_id, [(p.job_id, JobStatus.RUNNING) for p in placed])
+    events.jobs_changed_on_commit(index.cluster_id, [(p.job_id, status) for p in placed])
+    launch_on_commit(p.job_id for p in placed)
     return placed, stale
 
 

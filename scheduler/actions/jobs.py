@@ -72,6 +72,7 @@ def cancel_job(job: Job, *, actor: str, reason: str = "cancelled") -> Job:
     if job.status in FINAL_STATUSES:
         raise ActionError(f"job {job.pk} is already {job.status}")
     release_allocations(job)
+    _abandon_launches(job, "cancel")
     _move(job, JobStatus.CANCELLED, reason, actor=actor, expect=[job.status], finished_at=timezone.now())
     request_round_on_commit(job.pool.cluster_id, f"job {job.pk} cancelled")
     return job
@@ -83,6 +84,7 @@ def finish_job(job: Job, *, succeeded: bool, reason: str = "", actor: str = "nod
     if job.status not in ACTIVE_STATUSES:
         raise ActionError(f"job {job.pk} is {job.status}, not running")
     release_allocations(job)
+    _abandon_launches(job, "finished" if succeeded else "failure")
     to = JobStatus.COMPLETED if succeeded else JobStatus.FAILED
     _move(job, to, reason or ("exited 0" if succeeded else "failed"), actor=actor, expect=ACTIVE_STATUSES,
           finished_at=timezone.now())  # fmt: skip
@@ -124,6 +126,7 @@ def requeue_job(job: Job, *, actor: str, reason: str = "requeued by an operator"
     if job.status not in ACTIVE_STATUSES:
         raise ActionError(f"only running jobs can be requeued; job {job.pk} is {job.status}")
     release_allocations(job)
+    _abandon_launches(job, "requeue")
     _move(job, JobStatus.PENDING, reason, actor=actor, expect=ACTIVE_STATUSES, round_id=round_id, started_at=None)
     request_round_on_commit(job.pool.cluster_id, f"job {job.pk} requeued")
     return job
@@ -148,6 +151,13 @@ def submit_jobs_bulk(
     if request_round:
         request_round_on_commit(pool.cluster_id, f"{len(jobs)} jobs submitted")
     return len(jobs)
+
+
+def _abandon_launches(job: Job, why: str) -> None:
+    """Stop whatever of the job runs on its nodes (scheduler.actions.launches; nothing under the twin)."""
+    from scheduler.actions.launches import abandon_launches
+
+    abandon_launches(job, why)
 
 
 def request_round_on_commit(cluster_id: int, trigger: str) -> None:

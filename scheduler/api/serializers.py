@@ -5,18 +5,19 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from scheduler.choices import SharingMode, Workload
-from scheduler.models import Allocation, Job, JobEvent, Pool, PriorityClass, Quota
+from scheduler.launch.env import LaunchEnvError, check_job_env
+from scheduler.models import Allocation, Job, JobEvent, Launch, Pool, PriorityClass, Quota
 
 JOB_FIELDS = [
     "id", "url", "name", "tenant", "cluster", "pool", "gpus", "nodes", "gpus_per_node", "gpu_model",
     "gpu_memory_mib", "sharing", "fraction", "mps_memory_mib", "mig_profile", "priority_class", "preemptible",
     "workload", "dataset_node", "est_runtime_s", "checkpoint_cost_s", "grace_period_s", "requeue_opt_out",
-    "command", "image", "env", "status", "status_reason", "pending_reason", "held", "queue_position",
-    "borrowed", "submitted_at", "started_at", "finished_at",
+    "command", "image", "env", "workdir", "generation", "status", "status_reason", "pending_reason", "held",
+    "queue_position", "borrowed", "submitted_at", "started_at", "finished_at",
 ]  # fmt: skip
 JOB_READ_ONLY = [
-    "tenant", "cluster", "status", "status_reason", "pending_reason", "held", "queue_position", "borrowed",
-    "submitted_at", "started_at", "finished_at",
+    "tenant", "cluster", "generation", "status", "status_reason", "pending_reason", "held", "queue_position",
+    "borrowed", "submitted_at", "started_at", "finished_at",
 ]  # fmt: skip
 
 
@@ -34,7 +35,18 @@ class JobSerializer(serializers.ModelSerializer):
     )
     queue_position = serializers.SerializerMethodField(help_text="1-based place among pending jobs, last round.")
     pending_reason = serializers.SerializerMethodField(help_text="Why it waits, in plain words.")
-    env = serializers.DictField(child=serializers.CharField(allow_blank=True, max_length=4096), required=False)
+    env = serializers.DictField(
+        child=serializers.CharField(allow_blank=True, max_length=4096, trim_whitespace=False), required=False
+    )
+    command = serializers.CharField(
+        required=False, allow_blank=True, max_length=65_536, trim_whitespace=False,
+        help_text="Run under /bin/sh -c on each node (process launcher), or as the container's command.",
+    )  # fmt: skip
+    image = serializers.CharField(required=False, allow_blank=True, max_length=255)
+    workdir = serializers.CharField(
+        required=False, allow_blank=True, max_length=1024,
+        help_text="Absolute working directory on the nodes; default: the job's checkpoint directory.",
+    )  # fmt: skip
     gpus = serializers.IntegerField(min_value=1, max_value=100_000)
     nodes = serializers.IntegerField(min_value=1, required=False, allow_null=True)
     gpus_per_node = serializers.IntegerField(min_value=1, required=False, allow_null=True)
@@ -54,6 +66,19 @@ class JobSerializer(serializers.ModelSerializer):
         model = Job
         fields = JOB_FIELDS
         read_only_fields = JOB_READ_ONLY
+
+    def validate_env(self, value: dict) -> dict:
+        try:
+            return check_job_env(value)
+        except LaunchEnvError as exc:
+            raise serializers.ValidationError(str(exc)) from exc
+
+    def validate_workdir(self, value: str) -> str:
+        if value and not value.startswith("/"):
+            raise serializers.ValidationError(f"{value!r} is not an absolute path")
+        if "\0" in value:
+            raise serializers.ValidationError("the working directory contains a NUL byte")
+        return value
 
     def _queue(self, job: Job) -> tuple[int, str] | None:
         queue = self.context.get("queue")
@@ -94,16 +119,38 @@ class JobEventSerializer(serializers.ModelSerializer):
         fields = ["at", "from_status", "to_status", "reason", "actor"]
 
 
+class LaunchSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Launch
+        fields = ["generation", "hostname", "state", "pid", "returncode", "exited_within_grace", "stop_why", "reason",
+                  "created_at", "started_at", "finished_at"]  # fmt: skip
+
+
 class JobDetailSerializer(JobSerializer):
     placement = serializers.SerializerMethodField()
     events = JobEventSerializer(many=True, read_only=True)
+    launches = LaunchSerializer(many=True, read_only=True, help_text="Each node's part of each (re)launch.")
 
     class Meta(JobSerializer.Meta):
-        fields = [*JOB_FIELDS, "placement", "events"]
+        fields = [*JOB_FIELDS, "placement", "events", "launches"]
 
     def get_placement(self, job: Job) -> list[dict]:
         active = [a for a in job.allocations.all() if a.active]
         return AllocationSerializer(active, many=True).data
+
+
+class JobLogNodeSerializer(serializers.Serializer):
+    host = serializers.CharField()
+    lines = serializers.ListField(child=serializers.CharField())
+    error = serializers.CharField(help_text="Why this node's tail is missing (its agent did not answer in time).")
+
+
+class JobLogSerializer(serializers.Serializer):
+    job = serializers.IntegerField()
+    generation = serializers.IntegerField()
+    lines = serializers.IntegerField(help_text="Lines asked for, per node.")
+    nodes = JobLogNodeSerializer(many=True, help_text="The nodes of its latest launch, each with its log's tail.")
+    detail = serializers.CharField(help_text="Why there is no log (not launched yet, or the twin plays the job).")
 
 
 class JobActionSerializer(serializers.Serializer):

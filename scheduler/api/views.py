@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db.models import Prefetch, QuerySet
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
@@ -16,6 +17,7 @@ from scheduler.api.filtersets import JobFilterSet
 from scheduler.api.serializers import (
     JobActionSerializer,
     JobDetailSerializer,
+    JobLogSerializer,
     JobSerializer,
     PoolLoadSerializer,
     PoolSerializer,
@@ -37,7 +39,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         jobs = Job.objects.select_related("tenant", "pool__cluster", "priority_class", "dataset_node")
         if self.action == "retrieve":
             active = Allocation.objects.filter(active=True).select_related("gpu__node")
-            jobs = jobs.prefetch_related(Prefetch("allocations", queryset=active), "events")
+            jobs = jobs.prefetch_related(Prefetch("allocations", queryset=active), "events", "launches")
         if self.request.user.is_staff:
             return jobs
         return jobs.filter(tenant=tenant_of(self.request.user))
@@ -70,7 +72,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         data["dataset_node"] = self._dataset_node(pool, (data.pop("dataset_node", None) or {}).get("hostname"))
         if data["sharing"] != SharingMode.EXCLUSIVE and data.get("nodes"):
             raise serializers.ValidationError({"nodes": "gangs run on whole GPUs (exclusive sharing)"})
-        errors = check_request(tenant, pool, priority, data)
+        errors = {**check_request(tenant, pool, priority, data), **_launch_errors(data)}
         if errors:
             raise serializers.ValidationError(errors)
         serializer.instance = actions.submit_job(tenant, pool, priority, actor=str(user), **data)
@@ -112,6 +114,25 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def requeue(self, request, pk=None):
         return self._act(actions.requeue_job, reason_default="requeued by {user}")
 
+    @extend_schema(
+        parameters=[OpenApiParameter("lines", int, description="Lines per node, 1-1000 (default 100).")],
+        responses=JobLogSerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def log(self, request, pk=None):
+        """The tail of the job's log on each node of its latest launch (asked from the node agents, a few
+        seconds at most; a node that does not answer in time says so)."""
+        from scheduler.actions.launches import read_log
+
+        job = self.get_object()  # 404 for another tenant's job: it is not in the queryset
+        try:
+            lines = int(request.query_params.get("lines", 100))
+        except ValueError:
+            raise serializers.ValidationError({"lines": "a whole number of lines, 1-1000"}) from None
+        if not 1 <= lines <= 1000:
+            raise serializers.ValidationError({"lines": "a whole number of lines, 1-1000"})
+        return Response(JobLogSerializer(read_log(job, lines)).data)
+
     def _act(self, fn, *, reason_default: str | None) -> Response:
         job = self.get_object()  # 404 for another tenant's job: it is not in the queryset
         body = JobActionSerializer(data=self.request.data)
@@ -124,6 +145,16 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         except actions.ActionError as exc:
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(JobSerializer(job, context={"request": self.request}).data)
+
+
+def _launch_errors(data: dict) -> dict[str, str]:
+    """What the nodes need to run the job: a command for processes, an image for containers (not for the twin)."""
+    if settings.LAUNCHER == "process" and not data.get("command"):
+        extra = " (an image alone runs only where LAUNCHER=container)" if data.get("image") else ""
+        return {"command": f"jobs run as processes on the nodes (LAUNCHER=process): give the command to run{extra}"}
+    if settings.LAUNCHER == "container" and not data.get("image"):
+        return {"image": "jobs run in containers on the nodes (LAUNCHER=container): give the image to run"}
+    return {}
 
 
 class QuotaViewSet(viewsets.ReadOnlyModelViewSet):

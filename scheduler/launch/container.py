@@ -28,7 +28,7 @@ from typing import Any
 
 from .env import GpuShare
 from .ledger import NodeLedger
-from .process import ProcessStatus, StopResult
+from .process import ProcessStatus, StopResult, split_simple
 from .state import (
     LaunchError,
     LaunchRefused,
@@ -138,7 +138,9 @@ class ContainerLauncher:
             argv += ["--workdir", spec.workdir]
         argv.append(spec.image)
         if isinstance(spec.command, str):
-            argv += ["/bin/sh", "-c", spec.command]
+            # A simple command line runs as the container's command itself, so --init's SIGTERM reaches it; a
+            # shell (lists, pipes, expansions) gets the signal instead: such a command should `exec` its job.
+            argv += split_simple(spec.command) or ["/bin/sh", "-c", spec.command]
         elif spec.command:
             argv += [str(a) for a in spec.command]
         return argv

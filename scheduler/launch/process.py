@@ -12,6 +12,7 @@ the broker URL and the agent's secret key.
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -75,11 +76,62 @@ class StopResult:
     already_exited: bool = False
 
 
+# Outside quotes, any of these makes a command line need a shell (lists, pipes, redirections, expansions, globs).
+_SHELL_SYNTAX = frozenset(";&|<>()$`*?[]{}~!#\n")
+# A shell that runs the job's command line must outlive the stop signal: the signal reaches the whole group, and
+# a shell killed by it would end the job's process group (the shim clears it) before the job's own handler, the
+# checkpoint, is done. A trap (not an ignore: children get default dispositions back) keeps it until the
+# command it waits for has ended; the job still gets the signal with its default effect.
+SHELL_TRAP = "trap : TERM INT HUP\n"
+
+
+def split_simple(command: str) -> list[str] | None:
+    """The argv of a simple command line (words, quotes, no shell syntax), or None where it needs a shell.
+
+    A simple command runs without a shell, so the stop signal reaches the job itself (also where only the
+    direct child is signalled: an init process in a container)."""
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=False)
+        lexer.whitespace_split = True
+        lexer.commenters = ""
+        words = list(lexer)
+    except ValueError:  # unbalanced quotes: let the shell say what is wrong
+        return None
+    if not words or "=" in words[0].split("/")[0]:  # VAR=value prefixes are shell syntax
+        return None
+    unquoted = _unquoted(command)
+    if any(c in _SHELL_SYNTAX for c in unquoted):
+        return None
+    return words
+
+
+def _unquoted(command: str) -> str:
+    """The characters of a command line outside quotes and backslash escapes (plus $ and ` inside double quotes)."""
+    out, quote, escaped = [], "", False
+    for c in command:
+        if escaped:
+            escaped = False
+        elif c == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            if c == quote:
+                quote = ""
+            elif quote == '"' and c in "$`":  # expansions still happen inside double quotes
+                out.append(c)
+        elif c in "'\"":
+            quote = c
+        else:
+            out.append(c)
+    return "".join(out)
+
+
 def argv_of(command: str | Sequence[str]) -> list[str]:
+    """What the shim runs: a sequence as the argv; a command line split into words when it is simple, else
+    under /bin/sh -c (with SHELL_TRAP)."""
     if isinstance(command, str):
         if not command.strip():
             raise LaunchError("the job has no command")
-        return ["/bin/sh", "-c", command]
+        return split_simple(command) or ["/bin/sh", "-c", SHELL_TRAP + command]
     if not command:
         raise LaunchError("the job has no command")
     return [str(a) for a in command]
@@ -250,9 +302,11 @@ class ProcessLauncher:
             self._signal(state, signal.SIGKILL)
             if not self._wait_gone(state, time.monotonic() + KILL_WAIT_S):
                 raise LaunchError(f"job {job_id}: process group {state.pid} survived SIGKILL for {KILL_WAIT_S} s")
-            if read_exit(state.exit_path) is None:
-                # The shim died with the job, so it wrote nothing: record the kill ourselves.
-                write_json_atomic(Path(state.exit_path), {"returncode": -signal.SIGKILL, "finished_at": time.time()})
+        if read_exit(state.exit_path) is None:
+            # The shim died with the job (SIGKILL, or a SIGTERM before it could install its handler, right after
+            # the start), so it wrote nothing: record the signal ourselves.
+            signum = signal.SIGTERM if in_grace else signal.SIGKILL
+            write_json_atomic(Path(state.exit_path), {"returncode": -signum, "finished_at": time.time()})
         status = self._status(state)
         return StopResult(job_id, state.generation, in_grace, status.returncode, time.monotonic() - began)
 

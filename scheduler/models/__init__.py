@@ -1,5 +1,6 @@
 from .allocations import Allocation, GpuLedger, MigSliceClaim
 from .jobs import Job, JobEvent
+from .launches import Launch, LaunchState
 from .pools import Pool, PoolNode
 from .rounds import ClusterScheduler, SchedulingRound
 from .tenants import PriorityClass, Quota, Tenant, TenantMember
@@ -10,6 +11,8 @@ __all__ = [
     "GpuLedger",
     "Job",
     "JobEvent",
+    "Launch",
+    "LaunchState",
     "MigSliceClaim",
     "Pool",
     "PoolNode",

@@ -32,6 +32,10 @@ class Job(models.Model):
     command = models.TextField(blank=True)
     image = models.CharField(max_length=255, blank=True)
     env = models.JSONField(default=dict, blank=True)
+    workdir = models.CharField(max_length=1024, blank=True, help_text="Working directory on the nodes (absolute).")
+    # Bumped each time a placement of the job is applied: the key of its launches on the nodes, so a message
+    # about an earlier launch is recognised and ignored (scheduler.actions.launches).
+    generation = models.PositiveIntegerField(default=0)
 
     status = models.CharField(max_length=12, choices=JobStatus.choices, default=JobStatus.PENDING)
     status_reason = models.CharField(max_length=500, blank=True)

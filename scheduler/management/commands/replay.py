@@ -21,18 +21,16 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from scheduler.sim import build_cluster, load_trace, parse_cluster_spec, parse_policies, replay
-from scheduler.sim.cluster import SimCluster, load_tiresias_cluster_spec, looks_like_spec
+from scheduler.sim import load_trace, parse_policies
+from scheduler.sim.cluster import SimCluster
 from scheduler.sim.engine_policy import DEFAULT_ROUND_S
-from scheduler.sim.report import as_json, format_table
+from scheduler.sim.report import format_table
+from scheduler.sim.run import DEFAULT_POLICIES, UnknownCluster, resolve_cluster, run_fractional_file, run_jct
 from scheduler.sim.traces import KINDS
-
-DEFAULT_POLICIES = "fifo,fjf,srtf,tiresias-l,tiresias-g,default"
 
 
 class _Progress:
@@ -132,15 +130,19 @@ class Command(BaseCommand):
         if o["limit"]:
             trace = trace.head(o["limit"])
         cluster = self._cluster(o["cluster_spec"], o["gpu_model"], o["link_rate"])
-        network = o["network_model"] == "on"
-        t0 = time.perf_counter()
         try:
-            results = replay(
-                trace, cluster, policies, network=network, round_s=o["round_s"], seed=o["seed"], progress=progress
+            run = run_jct(
+                trace,
+                cluster,
+                policies,
+                network_model=o["network_model"],
+                round_s=o["round_s"],
+                seed=o["seed"],
+                progress=progress,
             )
         finally:
             progress.close()
-        wall = time.perf_counter() - t0
+        trace, results = run.trace, run.results
         plots = []
         if o["plot"]:
             try:
@@ -150,66 +152,36 @@ class Command(BaseCommand):
             title = f"{trace.kind} on {cluster.label}, network model {o['network_model']}"
             plots = [str(p) for p in write_plots(results, o["plot"], title)]
         if o["json"]:
-            doc = as_json(
-                trace,
-                results,
-                with_jobs=o["jobs"],
-                cluster=cluster.label,
-                network_model=o["network_model"],
-                round_s=o["round_s"],
-                wall_s=round(wall, 3),
-                plots=plots,
-            )
-            self.stdout.write(json.dumps(doc, indent=2))
+            self.stdout.write(json.dumps(run.as_json(with_jobs=o["jobs"], plots=plots), indent=2))
             return
         self.stdout.write(format_table(trace, results))
-        self.stdout.write(f"replayed {len(results)} policies in {wall:.1f} s")
+        self.stdout.write(f"replayed {len(results)} policies in {run.wall_s:.1f} s")
         for p in plots:
             self.stdout.write(f"wrote {p}")
 
     # ------------------------------------------------------------------ adapters
 
     def _cluster(self, spec: str, gpu_model: str, link_rate: str) -> SimCluster:
+        from scheduler.sim_tasks import inventory_cluster
+
         try:
-            if looks_like_spec(spec):
-                return build_cluster(parse_cluster_spec(spec, gpu_model, link_rate))
-            if spec.endswith(".csv") and Path(spec).exists():
-                return build_cluster(load_tiresias_cluster_spec(spec, gpu_model, link_rate))
+            return resolve_cluster(spec, gpu_model, link_rate, inventory=inventory_cluster)
+        except UnknownCluster as exc:
+            raise CommandError(f"--cluster-spec {exc}") from exc
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        from fabric.models import Cluster
-
-        row = Cluster.objects.filter(name=spec).first()
-        if row is None:
-            raise CommandError(
-                f"--cluster-spec {spec!r} is neither NODESxGPUS[/NODES_PER_LEAF][:OVERSUB] (e.g. 2x4, 16x4/4:2), "
-                "a Tiresias cluster-spec CSV, nor the name of a cluster in the database"
-            )
-        from scheduler.adapters import build_snapshot
-
-        snapshot, _index = build_snapshot(row.pk)
-        try:
-            return SimCluster.from_inventory(snapshot.fabric, list(snapshot.nodes), snapshot.topology, label=row.name)
-        except ValueError as exc:
-            raise CommandError(f"cluster {row.name}: {exc}") from exc
 
     def _fractional(self, path: str, o: dict, progress: _Progress) -> None:
-        from scheduler.sim.fractional import POLICIES, format_fractional, run_fractional
-        from scheduler.sim.traces.alibaba import load_openb
+        from scheduler.sim.fractional import format_fractional
 
         if o["cluster_spec"]:
             self.stderr.write("note: the Alibaba replay runs on the trace's own node list; --cluster-spec is ignored")
         try:
-            pods, nodes = load_openb(path)
-            if o["limit"]:
-                pods = pods[: o["limit"]]
-            t0 = time.perf_counter()
-            result = run_fractional(pods, nodes, o["policy"] or ",".join(POLICIES), progress=progress)
+            result = run_fractional_file(path, o["policy"], limit=o["limit"], progress=progress)
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
         finally:
             progress.close()
-        result["wall_s"] = round(time.perf_counter() - t0, 3)
         if o["json"]:
             self.stdout.write(json.dumps(result, indent=2))
         else:

@@ -1,0 +1,504 @@
+"""The what-if page's form and runs (/whatif/, docs/policy-lab.md "From the dashboard").
+
+The form offers the trace files of settings.WHATIF_TRACE_DIRS (or an upload), a cluster spec with the syntax of
+`manage.py replay --cluster-spec` (or a cluster of the database by name), policies and the network model, and
+validates with the replay's own loaders and parsers, so an error reads as the command's would (`file:line: ...`).
+A valid form becomes a run in the cache and a Celery task (scheduler.sim_tasks.whatif_replay); one at a time per
+user, bounded by WHATIF_MAX_JOBS, WHATIF_MAX_GPUS, WHATIF_TIMEOUT_S and WHATIF_UPLOAD_MAX_BYTES.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.core.cache import cache
+
+from fabric.topology.catalog import GPU_MODELS
+from fabric.topology.rates import SPEEDS
+from scheduler import sim_tasks
+from scheduler.sim.cluster import looks_like_spec, parse_cluster_spec
+from scheduler.sim.engine_policy import DEFAULT_ROUND_S
+from scheduler.sim.fractional import POLICIES as FRACTIONAL_POLICIES
+from scheduler.sim.policies import PLACEMENT_VARIANTS, POLICY_NAMES, parse_policies
+from scheduler.sim.run import (
+    DEFAULT_POLICIES,
+    FRACTIONAL_KIND,
+    UnknownCluster,
+    guess_kind,
+    is_cluster_spec_file,
+    parse_trace,
+    resolve_cluster,
+)
+from scheduler.sim.traces import KINDS, load_trace
+from scheduler.sim.traces.alibaba import load_openb
+
+SPEC_EXAMPLES = ("2x4", "4x4", "32x4", "16x4/4:2")
+POLICY_HELP = {
+    "fifo": "submission order, YARN-CS placement",
+    "fjf": "first job that fits, YARN-CS placement",
+    "srtf": "shortest remaining time (oracle durations)",
+    "tiresias-l": "Tiresias 2D-LAS",
+    "tiresias-g": "Tiresias Gittins index",
+    "default": "our engine (production scheduler.core)",
+    "default-blind": "our engine, topology-blind placement",
+    "fifo@count": "fifo counting GPUs",
+    "fjf@count": "fjf counting GPUs",
+}
+FRACTIONAL_HELP = {
+    "best-fit": "tightest GPU",
+    "fgd": "fragmentation gradient descent",
+    "default": "our engine's placer on an MPS pool",
+}
+
+
+def limits() -> dict[str, Any]:
+    return {
+        "max_jobs": settings.WHATIF_MAX_JOBS,
+        "max_gpus": settings.WHATIF_MAX_GPUS,
+        "timeout_s": settings.WHATIF_TIMEOUT_S,
+        "upload_max_bytes": settings.WHATIF_UPLOAD_MAX_BYTES,
+    }
+
+
+#
+# Trace files on the server
+#
+
+
+@dataclass(frozen=True)
+class TraceFile:
+    value: str  # "<folder index>/<file name>": what the form posts (never a path)
+    folder: str
+    name: str
+    kind: str | None  # None: a Tiresias cluster-spec CSV
+    size: int
+
+    @property
+    def path(self) -> Path:
+        return Path(self.folder) / self.name
+
+
+def trace_files(dirs: list[str] | None = None) -> list[TraceFile]:
+    """Trace files (and Tiresias cluster-spec CSVs) directly in the configured folders, by folder then name."""
+    out = []
+    for i, folder in enumerate(settings.WHATIF_TRACE_DIRS if dirs is None else dirs):
+        root = Path(folder).expanduser()
+        if not root.is_dir():
+            continue
+        for f in sorted(root.iterdir()):
+            if not f.is_file() or f.name.startswith("."):
+                continue
+            kind = guess_kind(f.name)
+            if kind is None and not is_cluster_spec_file(f):
+                continue
+            out.append(TraceFile(f"{i}/{f.name}", str(root), f.name, kind, f.stat().st_size))
+    return out
+
+
+#
+# The form
+#
+
+
+class PolicyField(forms.MultipleChoiceField):
+    """Checkboxes whose values the replay itself validates (WhatIfForm.clean), with its own error message."""
+
+    widget = forms.CheckboxSelectMultiple
+
+    def validate(self, value):
+        if self.required and not value:
+            raise forms.ValidationError(self.error_messages["required"], code="required")
+
+
+class WhatIfForm(forms.Form):
+    kind = forms.ChoiceField(
+        choices=[("", "from the file name"), *((k, k) for k in KINDS)], required=False, label="Trace kind"
+    )
+    trace = forms.ChoiceField(choices=(), required=False, label="Trace file")
+    upload = forms.FileField(required=False, label="or upload a trace")
+    cluster_spec = forms.CharField(max_length=200, required=False, initial="2x4", label="Cluster")
+    gpu_model = forms.ChoiceField(choices=[(m, m) for m in GPU_MODELS], initial="V100", label="GPU model")
+    link_rate = forms.ChoiceField(choices=[(r, r) for r in SPEEDS], initial="EDR", label="HCA rate")
+    policies = PolicyField(
+        choices=[(p, POLICY_HELP[p]) for p in (*POLICY_NAMES, *PLACEMENT_VARIANTS) if p in POLICY_HELP],
+        required=False,
+        initial=DEFAULT_POLICIES.split(","),
+    )
+    fractional_policies = PolicyField(
+        choices=[(p, FRACTIONAL_HELP.get(p, p)) for p in FRACTIONAL_POLICIES],
+        required=False,
+        initial=list(FRACTIONAL_POLICIES),
+    )
+    network_model = forms.BooleanField(required=False, initial=True, label="Network model")
+    round_s = forms.FloatField(initial=DEFAULT_ROUND_S, min_value=0.1, max_value=3600, label="Round every (s)")
+    seed = forms.IntegerField(initial=0, min_value=0, max_value=2**31 - 1, label="Seed (default-blind)")
+    limit = forms.IntegerField(required=False, min_value=1, label="First N jobs")
+
+    def __init__(self, *args, files_on_server: list[TraceFile] | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.files_on_server = trace_files() if files_on_server is None else files_on_server
+        self.by_value = {f.value: f for f in self.files_on_server}
+        self.fields["trace"].choices = [("", "—"), *((f.value, f.name) for f in self.files_on_server if f.kind)]
+        self.trace_obj = None  # what clean() loaded, for the job count
+
+    # --------------------------------------------------------------- helpers the template reads
+
+    def trace_groups(self) -> list[dict[str, Any]]:
+        groups: dict[str, list[TraceFile]] = {}
+        for f in self.files_on_server:
+            if f.kind:
+                groups.setdefault(f.folder, []).append(f)
+        return [{"folder": k, "files": v} for k, v in groups.items()]
+
+    def spec_files(self) -> list[str]:
+        return sorted({f.name for f in self.files_on_server if f.kind is None})
+
+    def _spec_file(self, name: str) -> Path | None:
+        for f in self.files_on_server:
+            if f.kind is None and f.name == name:
+                return f.path
+        return None
+
+    # --------------------------------------------------------------- validation
+
+    def clean_upload(self):
+        f = self.cleaned_data.get("upload")
+        if f is None:
+            return None
+        cap = settings.WHATIF_UPLOAD_MAX_BYTES
+        if f.size > cap:
+            raise forms.ValidationError(f"{f.name}: {f.size:,} bytes; an upload may be at most {cap:,} bytes")
+        raw = f.read(cap + 1)
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise forms.ValidationError(f"{f.name}: not UTF-8 text (byte {exc.start})") from None
+        return {"name": Path(f.name).name or "upload", "text": text}
+
+    def clean_cluster_spec(self) -> str:
+        return (self.cleaned_data.get("cluster_spec") or "").strip()
+
+    def clean(self):
+        data = super().clean()
+        if self.errors:
+            return data
+        upload, chosen = data.get("upload"), data.get("trace")
+        if upload and chosen:
+            raise forms.ValidationError("Choose a trace file or upload one, not both.")
+        if not upload and not chosen:
+            self.add_error("trace", "Choose a trace file or upload one.")
+            return data
+        kind = data.get("kind") or guess_kind(upload["name"] if upload else self.by_value[chosen].name)
+        if not kind:
+            self.add_error("kind", "Which kind of trace is it? The file name does not say.")
+            return data
+        data["kind"] = kind
+        self._clean_policies(data, kind)
+        self._clean_trace(data, kind, upload, chosen)
+        if kind != FRACTIONAL_KIND and not self.errors:
+            self._clean_cluster(data)
+        return data
+
+    def _clean_policies(self, data: dict, kind: str) -> None:
+        if kind == FRACTIONAL_KIND:
+            names = data.get("fractional_policies") or []
+            for n in names:
+                if n not in FRACTIONAL_POLICIES:
+                    msg = f"unknown policy {n!r} for the fractional trace; choose from {', '.join(FRACTIONAL_POLICIES)}"
+                    self.add_error("fractional_policies", msg)
+                    return
+            if not names:
+                self.add_error("fractional_policies", "Choose at least one policy.")
+            data["policy_list"] = list(names)
+            return
+        names = data.get("policies") or []
+        if not names:
+            self.add_error("policies", "Choose at least one policy.")
+            return
+        try:
+            data["policy_list"] = parse_policies(",".join(names))
+        except ValueError as exc:
+            self.add_error("policies", str(exc))
+
+    def _clean_trace(self, data: dict, kind: str, upload: dict | None, chosen: str) -> None:
+        field = "upload" if upload else "trace"
+        limit = data.get("limit")
+        try:
+            if kind == FRACTIONAL_KIND:
+                if upload:
+                    self.add_error(
+                        "upload",
+                        "An Alibaba pod list needs its node list beside it: choose it from the trace files instead.",
+                    )
+                    return
+                pods, _nodes = load_openb(self.by_value[chosen].path)
+                jobs = len(pods)
+            else:
+                if upload:
+                    self.trace_obj = parse_trace(kind, upload["text"], upload["name"])
+                else:
+                    self.trace_obj = load_trace(kind, self.by_value[chosen].path)
+                jobs = len(self.trace_obj.jobs)
+        except (ValueError, OSError) as exc:  # TraceError: "file:line: problem"
+            self.add_error(field, str(exc))
+            return
+        data["jobs"] = min(jobs, limit) if limit else jobs
+        cap = settings.WHATIF_MAX_JOBS
+        if data["jobs"] > cap:
+            self.add_error(
+                "limit",
+                f"The trace has {jobs:,} {'pods' if kind == FRACTIONAL_KIND else 'jobs'}; a what-if run replays at "
+                f"most {cap:,}: set “First N jobs” to {cap:,} or fewer.",
+            )
+
+    def _clean_cluster(self, data: dict) -> None:
+        spec = data.get("cluster_spec")
+        if not spec:
+            self.add_error("cluster_spec", "A cluster is required for a JCT trace (e.g. 2x4, 16x4/4:2).")
+            return
+        cap = settings.WHATIF_MAX_GPUS
+        try:
+            shape = parse_cluster_spec(spec, data["gpu_model"], data["link_rate"]) if looks_like_spec(spec) else None
+        except ValueError:
+            shape = None  # resolve_cluster says what is wrong
+        if shape is not None and shape.gpus > cap:  # refused before the fabric is built
+            self.add_error("cluster_spec", f"{spec} has {shape.gpus:,} GPUs; a what-if run simulates at most {cap:,}.")
+            return
+        try:
+            cluster = resolve_cluster(
+                spec,
+                data["gpu_model"],
+                data["link_rate"],
+                spec_file=self._spec_file,
+                inventory=sim_tasks.inventory_cluster,
+            )
+        except UnknownCluster as exc:
+            self.add_error("cluster_spec", f"Cluster {exc}.")
+            return
+        except ValueError as exc:
+            self.add_error("cluster_spec", str(exc))
+            return
+        if cluster.n_gpus > cap:
+            self.add_error(
+                "cluster_spec", f"{cluster.label} has {cluster.n_gpus:,} GPUs; a what-if run simulates at most {cap:,}."
+            )
+        spec_file = self._spec_file(spec)
+        data["spec_file"] = str(spec_file) if spec_file else None
+        data["cluster_label"] = cluster.label
+
+    def params(self) -> dict[str, Any]:
+        """The run's parameters, JSON-ready (what the task reads)."""
+        d = self.cleaned_data
+        upload = d.get("upload")
+        chosen = self.by_value.get(d.get("trace") or "")
+        fractional = d["kind"] == FRACTIONAL_KIND
+        return {
+            "kind": d["kind"],
+            "upload": bool(upload),
+            "trace_name": upload["name"] if upload else chosen.name,
+            "trace_path": None if upload else str(chosen.path),
+            "jobs": d["jobs"],
+            "cluster_spec": None if fractional else d["cluster_spec"],
+            "cluster_label": None if fractional else d.get("cluster_label"),
+            "spec_file": None if fractional else d.get("spec_file"),
+            "gpu_model": d["gpu_model"],
+            "link_rate": d["link_rate"],
+            "policies": d["policy_list"],
+            "network_model": "on" if d["network_model"] else "off",
+            "round_s": d["round_s"],
+            "seed": d["seed"],
+            "limit": d.get("limit"),
+        }
+
+
+#
+# Runs
+#
+
+
+class Busy(Exception):
+    """The user has a run in flight."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id)
+        self.run_id = run_id
+
+
+def start_run(user, form: WhatIfForm) -> str:
+    """A new run in the cache, its task enqueued (eager: run by the time this returns); Busy if one is in flight."""
+    run_id = uuid.uuid4().hex
+    key = sim_tasks.user_key(user.pk)
+    hold = settings.WHATIF_TIMEOUT_S + 180
+    if not cache.add(key, run_id, hold):
+        other = cache.get(key)
+        record = sim_tasks.get_run(other) if other else None
+        if record is not None and record["status"] not in sim_tasks.FINISHED and not sim_tasks.is_stale(record):
+            raise Busy(other)
+        cache.set(key, run_id, hold)
+    params = form.params()
+    upload = form.cleaned_data.get("upload")
+    if upload:
+        cache.set(sim_tasks.upload_key(run_id), upload["text"], sim_tasks.RUN_TTL_S)
+    record = {
+        "id": run_id,
+        "user": user.pk,
+        "username": user.get_username(),
+        "created": time.time(),
+        "status": "queued",
+        "params": params,
+        "progress": None,
+        "error": "",
+        "result": None,
+    }
+    sim_tasks.save_run(record)
+    recent = [run_id, *(r for r in cache.get(sim_tasks.recent_key(user.pk), []) if r != run_id)]
+    cache.set(sim_tasks.recent_key(user.pk), recent[: sim_tasks.RECENT_RUNS], sim_tasks.RUN_TTL_S)
+    try:
+        sim_tasks.whatif_replay.delay(run_id)
+    except Exception as exc:  # the broker is down: say so on the run's page
+        record = sim_tasks.get_run(run_id) or record
+        if record["status"] == "queued":
+            record.update(status="failed", error=f"could not queue the run: {exc}")
+            sim_tasks.save_run(record)
+        sim_tasks.release_user(user.pk, run_id)
+    return run_id
+
+
+def recent_runs(user) -> list[dict[str, Any]]:
+    ids = cache.get(sim_tasks.recent_key(user.pk), [])
+    found = cache.get_many([sim_tasks.run_key(i) for i in ids])
+    records = [found[k] for k in (sim_tasks.run_key(i) for i in ids) if k in found]
+    return [status_of(r) | {"params": r["params"], "created_at": created_at(r)} for r in records]
+
+
+def status_of(record: dict[str, Any]) -> dict[str, Any]:
+    """What the page polls: small, no result."""
+    status, error = record["status"], record.get("error") or ""
+    if sim_tasks.is_stale(record):
+        status, error = "failed", "the run stopped without a result (no worker took it, or its worker was lost)"
+    return {
+        "id": record["id"],
+        "status": status,
+        "finished": status in sim_tasks.FINISHED,
+        "progress": record.get("progress"),
+        "error": error,
+        "created": record["created"],
+        "wall_s": record.get("wall_s"),
+    }
+
+
+def created_at(record: dict[str, Any]) -> datetime:
+    return datetime.fromtimestamp(record["created"], tz=UTC)
+
+
+def command_line(params: dict[str, Any]) -> str:
+    """The `manage.py replay` that gives the same figures (an upload is named by its file name)."""
+    words = [
+        "python manage.py replay",
+        "--trace",
+        params["kind"],
+        shlex.quote(params["trace_path"] or params["trace_name"]),
+    ]
+    if params["kind"] != FRACTIONAL_KIND:
+        words += ["--cluster-spec", shlex.quote(params["spec_file"] or params["cluster_spec"])]
+        if params["gpu_model"] != "V100":
+            words += ["--gpu-model", params["gpu_model"]]
+        if params["link_rate"] != "EDR":
+            words += ["--link-rate", params["link_rate"]]
+        words += ["--network-model", params["network_model"]]
+        if params["round_s"] != DEFAULT_ROUND_S:
+            words += ["--round-s", f"{params['round_s']:g}"]
+        if params["seed"]:
+            words += ["--seed", str(params["seed"])]
+    words += ["--policy", ",".join(params["policies"])]
+    if params["limit"]:
+        words += ["--limit", str(params["limit"])]
+    return " ".join([*words, "--json"])
+
+
+#
+# Result -> table rows (formatted here, raw numbers in data- attributes)
+#
+
+
+DASH = "\u2013"  # what an empty cell shows
+
+
+def _num(value: float | None, digits: int) -> str:
+    return DASH if value is None else f"{value:,.{digits}f}"
+
+
+def _pct(value: float | None, digits: int) -> str:
+    return DASH if value is None else f"{100 * value:.{digits}f} %"
+
+
+def jct_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    ratios = doc.get("avg_jct_ratio_to_default") or {}
+    rows = []
+    for r in doc["results"]:
+        ratio = ratios.get(r["policy"])
+        rows.append(
+            {
+                "raw": r,
+                "policy": r["policy"],
+                "finished": f"{r['finished']}/{r['jobs']}",
+                "unfinished": len(r["unfinished"]),
+                "avg": _num(r["avg_jct_s"], 1),
+                "median": _num(r["median_jct_s"], 1),
+                "p95": _num(r["p95_jct_s"], 1),
+                "makespan": _num(r["makespan_s"], 0),
+                "queueing": _num(r["avg_queueing_s"], 1),
+                "utilisation": _pct(r["gpu_utilisation"], 1),
+                "island": _pct(r["multi_gpu_in_one_island"], 0),
+                "leaf": _pct(r["multi_gpu_in_one_leaf"], 0),
+                "preemptions": r["preemptions"],
+                "migrations": r["migrations"],
+                "ratio": DASH if ratio is None else f"{ratio:.3f}",
+            }
+        )
+    return rows
+
+
+def fractional_rows(doc: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    labels = [str(int(x)) if float(x).is_integer() else str(x) for x in doc["checkpoints"]]
+    rows = []
+    for name, r in doc["policies"].items():
+        at = r["at"]
+        rows.append(
+            {
+                "policy": name,
+                "cells": [_num(at[c]["unallocated_pct"], 2) if c in at else DASH for c in labels],
+                "unallocated_gpus_100": _num(at["100"]["unallocated_gpus"], 1) if "100" in at else DASH,
+                "first_failure": "none"
+                if r["first_failure_arrived_pct"] is None
+                else f"{r['first_failure_arrived_pct']:.1f} %",
+                "frag_100": _num(at["100"]["fragmentation_pct"], 2) if "100" in at else DASH,
+                "placed": r["placed"],
+                "failed_gpu_pods": r["failed_gpu_pods"],
+                "wall_s": _num(r["wall_s"], 1),
+            }
+        )
+    return labels, rows
+
+
+def chart_data(record: dict[str, Any]) -> dict[str, Any] | None:
+    doc = record.get("result")
+    if not doc:
+        return None
+    if record["params"]["kind"] == FRACTIONAL_KIND:
+        return {
+            "kind": "fractional",
+            "policies": [
+                {"policy": name, "curve": [list(p) for p in zip(c["arrived_pct"], c["unallocated_pct"], strict=False)]}
+                for name, c in ((name, r["curve"]) for name, r in doc["policies"].items())
+            ],
+        }
+    return {"kind": "jct", **(doc.get("charts") or {"policies": []})}
