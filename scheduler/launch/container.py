@@ -31,10 +31,10 @@ from .ledger import NodeLedger
 from .process import ProcessStatus, StopResult, split_simple
 from .state import (
     LaunchError,
-    LaunchRefused,
     RunState,
     boot_id,
     create_time,
+    earlier_launch,
     holds_gpus,
     read_exit,
     read_state,
@@ -170,15 +170,11 @@ class ContainerLauncher:
         """Start the container, or return its state when this generation already started here (idempotent)."""
         name = container_name(spec.job_id, spec.generation)
         with run_dir_lock(self.run_dir):
-            existing = read_state(self.run_dir, spec.job_id)
+            existing = earlier_launch(
+                self.run_dir, self.hostname, spec.job_id, spec.generation, holds_gpus, "container {s.name}"
+            )
             if existing is not None:
-                if existing.generation == spec.generation:
-                    return existing
-                if holds_gpus(existing):
-                    raise LaunchRefused(
-                        f"{self.hostname}: job {spec.job_id} generation {existing.generation} still runs "
-                        f"(container {existing.name}); stop it before launching generation {spec.generation}"
-                    )
+                return existing
             if self.ledger is not None:
                 self.ledger.check(spec.job_id, spec.gpus)
             # A container of this name without a state file: an earlier start died between the two. Adopt it.

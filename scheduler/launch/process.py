@@ -26,10 +26,10 @@ from .env import GpuShare
 from .ledger import NodeLedger
 from .state import (
     LaunchError,
-    LaunchRefused,
     RunState,
     boot_id,
     create_time,
+    earlier_launch,
     is_running,
     read_exit,
     read_state,
@@ -189,15 +189,11 @@ class ProcessLauncher:
         if not workdir.is_dir():
             raise LaunchError(f"job {spec.job_id}: working directory {workdir} does not exist on {self.hostname}")
         with run_dir_lock(self.run_dir):
-            existing = read_state(self.run_dir, spec.job_id)
+            existing = earlier_launch(
+                self.run_dir, self.hostname, spec.job_id, spec.generation, is_running, "pid {s.pid}"
+            )
             if existing is not None:
-                if existing.generation == spec.generation:
-                    return existing
-                if is_running(existing):
-                    raise LaunchRefused(
-                        f"{self.hostname}: job {spec.job_id} generation {existing.generation} still runs "
-                        f"(pid {existing.pid}); stop it before launching generation {spec.generation}"
-                    )
+                return existing
             if self.ledger is not None:
                 self.ledger.check(spec.job_id, spec.gpus)
             return self._spawn(spec, argv, workdir)

@@ -12,7 +12,7 @@ import contextlib
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,3 +150,22 @@ def read_exit(path: str) -> dict[str, Any] | None:
         return json.loads(Path(path).read_text())
     except (FileNotFoundError, ValueError):
         return None
+
+
+def earlier_launch(
+    run_dir: Path, hostname: str, job_id: int, generation: int, still_runs: Callable[[RunState], bool], what: str
+) -> RunState | None:
+    """Idempotent starts, for every launcher: the state of this very (job, generation) when it was started here
+    already; None when nothing of the job is here or only an ended generation; LaunchRefused while an earlier
+    generation still holds the GPUs (`what` names its process or container). Call under run_dir_lock."""
+    existing = read_state(run_dir, job_id)
+    if existing is None:
+        return None
+    if existing.generation == generation:
+        return existing
+    if still_runs(existing):
+        raise LaunchRefused(
+            f"{hostname}: job {job_id} generation {existing.generation} still runs ({what.format(s=existing)}); "
+            f"stop it before launching generation {generation}"
+        )
+    return None
