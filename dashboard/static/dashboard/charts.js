@@ -37,6 +37,9 @@ export function tipHtml(title, rows = [], footer = "") {
 export function timeAxis() {
   return {
     type: "time",
+    // The span of the data, not a round span around it: a fresh trend of two points otherwise spans days.
+    min: "dataMin",
+    max: "dataMax",
     axisLabel: { color: MUTED, hideOverlap: true, fontSize: 10 },
     axisLine: { lineStyle: { color: "#dde1e8" } },
     splitLine: { show: false },

@@ -88,11 +88,13 @@ class ClusterCard {
         ],
       });
     }
+    // A line needs two points: until then show the points themselves.
+    const showSymbol = trend.length < 3;
     this.chart.setOption({
       series: [
-        { id: "util", data: trend.map((p) => [p.at, p.utilisation == null ? null : p.utilisation * 100]) },
-        { id: "allocated", data: trend.map((p) => [p.at, p.allocated]) },
-        { id: "pending", data: trend.map((p) => [p.at, p.pending]) },
+        { id: "util", showSymbol, data: trend.map((p) => [p.at, p.utilisation == null ? null : p.utilisation * 100]) },
+        { id: "allocated", showSymbol, data: trend.map((p) => [p.at, p.allocated]) },
+        { id: "pending", showSymbol, data: trend.map((p) => [p.at, p.pending]) },
       ],
     });
   }
