@@ -43,7 +43,10 @@ the Gittins index of a pending job is taken at its GPU-time (`dlas-gpu-gittins`)
 from __future__ import annotations
 
 import csv
+import functools
+import itertools
 import math
+from collections.abc import Iterable
 from importlib import resources
 from typing import TYPE_CHECKING
 
@@ -124,6 +127,27 @@ def consolidated_place(sim: Simulator, need: int) -> list[int] | None:
         if len(out) == need:
             return out
     return None  # pragma: no cover - free_count said there was room
+
+
+def admit_by_count(sim: Simulator, ordered: Iterable[JobState]) -> None:
+    """Tiresias' counting admission: walk the jobs in priority order, admit each while enough GPUs are left
+    (counting the whole cluster), preempt a running job that no longer fits, then place the admitted ones."""
+    free = sim.cluster.n_gpus
+    admit: list[JobState] = []
+    evict: list[JobState] = []
+    for job in ordered:
+        if free >= job.gpus:
+            free -= job.gpus
+            if job.status == PENDING:
+                admit.append(job)
+        elif job.status == RUNNING:
+            evict.append(job)
+    for job in evict:
+        sim.preempt(job)
+    for job in admit:
+        gpus = consolidated_place(sim, job.gpus)
+        assert gpus is not None
+        sim.start(job, gpus)
 
 
 class _Base:
@@ -216,30 +240,17 @@ class SrtfBaseline(_Base):
             self.runnable = [j for j in self.runnable if j.id not in gone]
         self.runnable.extend(arrived)
         self.runnable.sort(key=lambda j: j.remaining)
-        free = sim.cluster.n_gpus
-        admit: list[JobState] = []
-        evict: list[JobState] = []
-        for job in self.runnable:
-            if free >= job.gpus:
-                free -= job.gpus
-                if job.status == PENDING:
-                    admit.append(job)
-            elif job.status == RUNNING:
-                evict.append(job)
-        for job in evict:
-            sim.preempt(job)
-        for job in admit:
-            gpus = consolidated_place(sim, job.gpus)
-            assert gpus is not None
-            sim.start(job, gpus)
+        admit_by_count(sim, self.runnable)
 
 
 # ---------------------------------------------------------------------------------------- tiresias
 
 
-def load_gittins_table() -> tuple[list[int], list[float]]:
+@functools.cache
+def load_gittins_table() -> tuple[tuple[int, ...], tuple[float, ...]]:
     """The Gittins index per attained-service bucket, as run_sim.py's parse_job_dist computes it from the
-    YARN GPU-time samples it ships (yarn-gput1000.csv)."""
+    YARN GPU-time samples it ships (yarn-gput1000.csv). Computed once per process (every tiresias-g policy,
+    including the ones `parse_policies` builds only to validate a name, shares it)."""
     text = resources.files("scheduler.sim").joinpath("data/tiresias_yarn_gput1000.csv").read_text()
     durations = sorted(int(r["duration"]) for r in csv.DictReader(text.splitlines()))
     num = len(durations)
@@ -258,8 +269,7 @@ def load_gittins_table() -> tuple[list[int], list[float]]:
         e = round(e_sum // (num - idx), 5)  # integer division, as in the Python 2 original
         return round(p * 1_000_000 / e, 4)
 
-    gittins = [index(d - 1) for d in durations]
-    return durations, gittins
+    return tuple(durations), tuple(index(d - 1) for d in durations)
 
 
 class TiresiasBaseline(_Base):
@@ -336,25 +346,10 @@ class TiresiasBaseline(_Base):
                         d["q"] = 0
                 if self.gittins:
                     d["rank"] = self.gittins_index(d["exec"] * job.gpus)
-        free = sim.cluster.n_gpus
-        admit: list[JobState] = []
-        evict: list[JobState] = []
-        for queue in queues:
-            if self.gittins:
+        if self.gittins:
+            for queue in queues:
                 queue.sort(key=lambda j: (info[j.id]["rank"], -j.submit), reverse=True)
-            for job in queue:
-                if free >= job.gpus:
-                    free -= job.gpus
-                    if job.status == PENDING:
-                        admit.append(job)
-                elif job.status == RUNNING:
-                    evict.append(job)
-        for job in evict:
-            sim.preempt(job)
-        for job in admit:
-            gpus = consolidated_place(sim, job.gpus)
-            assert gpus is not None
-            sim.start(job, gpus)
+        admit_by_count(sim, itertools.chain.from_iterable(queues))
         for queue in queues:  # running jobs first, pending ones keep their order behind them
             queue[:] = [j for j in queue if j.status == RUNNING] + [j for j in queue if j.status != RUNNING]
         nxt = math.inf
