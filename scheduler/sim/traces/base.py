@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 class TraceError(ValueError):
@@ -42,6 +42,11 @@ class Trace:
 
     def head(self, n: int) -> Trace:
         return Trace(self.kind, self.source, self.jobs[:n], self.notes)
+
+
+def in_submission_order(jobs: Iterable[TraceJob]) -> tuple[TraceJob, ...]:
+    """The jobs sorted by submission time, ties in file order (a stable sort), numbered 0.. in that order."""
+    return tuple(replace(j, id=i) for i, j in enumerate(sorted(jobs, key=lambda j: j.submit_s)))
 
 
 def csv_rows(

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from scheduler.sim.runtime import MODEL_PROFILES, Work, reference_ideal_step
-from scheduler.sim.traces.base import Trace, TraceError, TraceJob, parse_float, parse_int
+from scheduler.sim.traces.base import Trace, TraceError, TraceJob, in_submission_order, parse_float, parse_int
 
 FIELDS = (
     "job_type",
@@ -36,7 +36,7 @@ _TYPE_RE = re.compile(r"^(?P<model>.+?)\s*\(batch size (?P<batch>\d+)\)\s*$")
 
 
 def parse_gavel(lines: Iterable[str], source: str = "gavel trace") -> Trace:
-    raw: list[tuple[float, int, TraceJob]] = []
+    raw: list[TraceJob] = []
     for lineno, line in enumerate(lines, start=1):
         text = line.rstrip("\r\n")
         if not text.strip():
@@ -66,20 +66,10 @@ def parse_gavel(lines: Iterable[str], source: str = "gavel trace") -> Trace:
         arrival = parse_float(row["arrival_time"], "arrival_time", source, lineno)
         step_compute = prof.compute_s(batch)
         duration = steps * reference_ideal_step(Work(gpus, step_compute, prof.grad_bytes))
-        raw.append(
-            (
-                arrival,
-                len(raw),
-                TraceJob(0, f"job{len(raw)}", arrival, gpus, duration, model, step_compute, prof.grad_bytes, lineno),
-            )
-        )
+        raw.append(TraceJob(0, f"job{len(raw)}", arrival, gpus, duration, model, step_compute, prof.grad_bytes, lineno))
     if not raw:
         raise TraceError(source, 0, "no jobs")
-    raw.sort(key=lambda t: (t[0], t[1]))
-    jobs = tuple(
-        TraceJob(i, j.name, j.submit_s, j.gpus, j.duration_s, j.model, j.step_compute_s, j.grad_bytes, j.line)
-        for i, (_, _, j) in enumerate(raw)
-    )
+    jobs = in_submission_order(raw)
     note = "durations derived: total_steps x ideal step time (per-V100 throughputs in scheduler.sim.runtime)"
     return Trace("gavel", source, jobs, (note,))
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scheduler.sim.runtime import MODEL_PROFILES, Work, reference_ideal_step
-from scheduler.sim.traces.base import Trace, TraceError, TraceJob, csv_rows, parse_float, parse_int
+from scheduler.sim.traces.base import Trace, TraceError, TraceJob, csv_rows, in_submission_order, parse_float, parse_int
 
 REQUIRED = ("name", "time", "application", "num_replicas", "batch_size")
 
@@ -66,7 +66,7 @@ def job_duration(app: str, replicas: int, batch_size: int) -> tuple[float, float
 
 
 def parse_pollux(lines: Iterable[str], source: str = "pollux workload") -> Trace:
-    raw: list[tuple[float, int, TraceJob]] = []
+    raw: list[TraceJob] = []
     for lineno, row in csv_rows(lines, source, REQUIRED):
         name = row["name"]
         if not name:
@@ -81,20 +81,10 @@ def parse_pollux(lines: Iterable[str], source: str = "pollux workload") -> Trace
             raise TraceError(source, lineno, f"batch_size {batch} is smaller than num_replicas {replicas}")
         duration, step_compute = job_duration(app, replicas, batch)
         prof = MODEL_PROFILES[app]
-        raw.append(
-            (
-                submit,
-                len(raw),
-                TraceJob(0, name, submit, replicas, duration, app, step_compute, prof.grad_bytes, lineno),
-            )
-        )
+        raw.append(TraceJob(0, name, submit, replicas, duration, app, step_compute, prof.grad_bytes, lineno))
     if not raw:
         raise TraceError(source, 0, "no jobs")
-    raw.sort(key=lambda t: (t[0], t[1]))
-    jobs = tuple(
-        TraceJob(i, j.name, j.submit_s, j.gpus, j.duration_s, j.model, j.step_compute_s, j.grad_bytes, j.line)
-        for i, (_, _, j) in enumerate(raw)
-    )
+    jobs = in_submission_order(raw)
     note = (
         "durations derived: epochs x dataset / batch steps at the ideal step time of the reference cluster "
         "(per-GPU throughputs in scheduler.sim.runtime, calibrated to the artifact's Tiresias JCT floors)"

@@ -16,13 +16,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from scheduler.sim.runtime import profile
-from scheduler.sim.traces.base import Trace, TraceError, TraceJob, csv_rows, parse_float, parse_int
+from scheduler.sim.traces.base import Trace, TraceError, TraceJob, csv_rows, in_submission_order, parse_float, parse_int
 
 REQUIRED = ("job_id", "num_gpu", "submit_time", "duration")
 
 
 def parse_tiresias(lines: Iterable[str], source: str = "tiresias trace") -> Trace:
-    jobs: list[tuple[float, int, TraceJob]] = []
+    jobs: list[TraceJob] = []
     unknown: set[str] = set()
     for lineno, row in csv_rows(lines, source, REQUIRED):
         name = row["job_id"]
@@ -37,20 +37,10 @@ def parse_tiresias(lines: Iterable[str], source: str = "tiresias trace") -> Trac
         p = profile(model)
         if p.name == "default" and model:
             unknown.add(model)
-        jobs.append(
-            (
-                submit,
-                len(jobs),
-                TraceJob(0, name, submit, gpus, float(duration), p.name, p.compute_s(), p.grad_bytes, lineno),
-            )
-        )
+        jobs.append(TraceJob(0, name, submit, gpus, float(duration), p.name, p.compute_s(), p.grad_bytes, lineno))
     if not jobs:
         raise TraceError(source, 0, "no jobs")
-    jobs.sort(key=lambda t: (t[0], t[1]))
-    out = tuple(
-        TraceJob(i, j.name, j.submit_s, j.gpus, j.duration_s, j.model, j.step_compute_s, j.grad_bytes, j.line)
-        for i, (_, _, j) in enumerate(jobs)
-    )
+    out = in_submission_order(jobs)
     notes = ["durations as given by the trace (run time on an ideal placement)"]
     if unknown:
         notes.append(f"models {', '.join(sorted(unknown))} are not in the runtime profiles: ResNet-50-like default")
