@@ -27,6 +27,7 @@ from scheduler import sim_tasks
 from scheduler.sim.cluster import looks_like_spec, parse_cluster_spec
 from scheduler.sim.engine_policy import DEFAULT_ROUND_S
 from scheduler.sim.fractional import POLICIES as FRACTIONAL_POLICIES
+from scheduler.sim.fractional import checkpoint_label
 from scheduler.sim.policies import PLACEMENT_VARIANTS, POLICY_NAMES, parse_policies
 from scheduler.sim.run import (
     DEFAULT_POLICIES,
@@ -147,7 +148,6 @@ class WhatIfForm(forms.Form):
         self.files_on_server = trace_files() if files_on_server is None else files_on_server
         self.by_value = {f.value: f for f in self.files_on_server}
         self.fields["trace"].choices = [("", "—"), *((f.value, f.name) for f in self.files_on_server if f.kind)]
-        self.trace_obj = None  # what clean() loaded, for the job count
 
     # --------------------------------------------------------------- helpers the template reads
 
@@ -243,10 +243,10 @@ class WhatIfForm(forms.Form):
                 jobs = len(pods)
             else:
                 if upload:
-                    self.trace_obj = parse_trace(kind, upload["text"], upload["name"])
+                    trace = parse_trace(kind, upload["text"], upload["name"])
                 else:
-                    self.trace_obj = load_trace(kind, self.by_value[chosen].path)
-                jobs = len(self.trace_obj.jobs)
+                    trace = load_trace(kind, self.by_value[chosen].path)
+                jobs = len(trace.jobs)
         except (ValueError, OSError) as exc:  # TraceError: "file:line: problem"
             self.add_error(field, str(exc))
             return
@@ -468,7 +468,7 @@ def jct_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def fractional_rows(doc: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
-    labels = [str(int(x)) if float(x).is_integer() else str(x) for x in doc["checkpoints"]]
+    labels = [checkpoint_label(x) for x in doc["checkpoints"]]
     rows = []
     for name, r in doc["policies"].items():
         at = r["at"]

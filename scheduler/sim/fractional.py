@@ -704,7 +704,7 @@ def _replay(
             next_pct = int(a_pct) + 1
         while cp_i < len(cps) and a_pct >= cps[cp_i] - 1e-9:
             a, u, f = point()
-            at[_label(cps[cp_i])] = {
+            at[checkpoint_label(cps[cp_i])] = {
                 "arrived_pct": round(a, 3),
                 "unallocated_pct": round(u, 3),
                 "unallocated_gpus": round((cap - cluster.allocated_milli) / MILLI, 3),
@@ -739,7 +739,8 @@ def _replay(
     return out
 
 
-def _label(x: float) -> str:
+def checkpoint_label(x: float) -> str:
+    """A checkpoint as the result's `at` keys it: 100.0 -> "100", 97.5 -> "97.5"."""
     return str(int(x)) if float(x).is_integer() else str(x)
 
 
@@ -765,7 +766,7 @@ def format_fractional(result: dict[str, Any]) -> str:
     """A plain-text table of a `run_fractional` result."""
     w = result["workload"]
     cl = result["cluster"]
-    cps = [_label(x) for x in result["checkpoints"]]
+    cps = [checkpoint_label(x) for x in result["checkpoints"]]
     lines = [
         f"Alibaba OpenB fractional replay: {w['pods']} pods ({w['sharing_pods']} sharing, "
         f"{w['cpu_only_pods']} CPU-only) asking {w['requested_gpus']:.1f} GPUs = "
