@@ -127,8 +127,6 @@ class Command(BaseCommand):
             policies = parse_policies(o["policy"] or DEFAULT_POLICIES)
         except ValueError as exc:
             raise CommandError(str(exc)) from exc
-        if o["limit"]:
-            trace = trace.head(o["limit"])
         cluster = self._cluster(o["cluster_spec"], o["gpu_model"], o["link_rate"])
         try:
             run = run_jct(
@@ -138,6 +136,7 @@ class Command(BaseCommand):
                 network_model=o["network_model"],
                 round_s=o["round_s"],
                 seed=o["seed"],
+                limit=o["limit"],
                 progress=progress,
             )
         finally:
