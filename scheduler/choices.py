@@ -39,6 +39,32 @@ class Workload(ColouredChoices):
     DATA_INTENSIVE = "data-intensive", "Data-intensive"
 
 
+@coloured({
+    "sent": "sky", "prepared": "blue", "starting": "yellow", "running": "green", "stopping": "orange",
+    "stopped": "grey", "exited": "black", "refused": "vermillion", "timed_out": "purple", "lost": "vermillion",
+})  # fmt: skip
+class LaunchState(ColouredChoices):
+    """One node's part of one launch (scheduler.models.Launch); docs/running-jobs.md draws the states."""
+
+    SENT = "sent", "Prepare sent"
+    PREPARED = "prepared", "Prepared (node acknowledged)"
+    STARTING = "starting", "Start sent"
+    RUNNING = "running", "Running"
+    STOPPING = "stopping", "Stopping (SIGTERM sent)"
+    STOPPED = "stopped", "Stopped"
+    EXITED = "exited", "Exited"
+    REFUSED = "refused", "Refused by the node"
+    TIMED_OUT = "timed_out", "No answer in time"
+    LOST = "lost", "Lost"
+
+
+OPEN_LAUNCH_STATES = (
+    LaunchState.SENT, LaunchState.PREPARED, LaunchState.STARTING, LaunchState.RUNNING, LaunchState.STOPPING,
+)  # fmt: skip
+# A node may be running the job's process in these (a start was sent): stopping them needs the node.
+STARTED_LAUNCH_STATES = (LaunchState.STARTING, LaunchState.RUNNING, LaunchState.STOPPING)
+
+
 class ShareKind(models.TextChoices):
     WHOLE = "whole", "Whole GPU"
     MPS = "mps", "MPS share"
@@ -46,7 +72,12 @@ class ShareKind(models.TextChoices):
     TIMESLICE = "timeslice", "Time-slice replica"
 
 
-ALL_CHOICES = {"job_status": JobStatus, "sharing_mode": SharingMode, "workload": Workload}
+ALL_CHOICES = {
+    "job_status": JobStatus,
+    "launch_state": LaunchState,
+    "sharing_mode": SharingMode,
+    "workload": Workload,
+}
 
 
 # Priority classes every installation starts with (operators add or change them in the admin).

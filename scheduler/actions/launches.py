@@ -38,9 +38,8 @@ from django.utils import timezone
 
 from scheduler.actions.allocations import ShareSpec, allocate, release_allocations
 from scheduler.actions.jobs import SCHEDULER, _event, _move, finish_job, request_round_on_commit, requeue_job
-from scheduler.choices import ACTIVE_STATUSES, JobStatus
-from scheduler.models import Allocation, Job, Launch, LaunchState
-from scheduler.models.launches import OPEN_STATES, STARTED_STATES
+from scheduler.choices import ACTIVE_STATUSES, OPEN_LAUNCH_STATES, STARTED_LAUNCH_STATES, JobStatus, LaunchState
+from scheduler.models import Allocation, Job, Launch
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +61,21 @@ def placed_status() -> str:
 
 def node_queue(host: str) -> str:
     return f"node.{host}"
+
+
+def _send_on_commit(task: str, messages: Sequence[tuple[str, tuple]], link: str = "", **options: Any) -> None:
+    """After commit, each (host, args) to that node's queue as scheduler.tasks.<task>, its answer to <link>."""
+    if not messages:
+        return
+
+    def send() -> None:
+        from scheduler import tasks
+
+        node_task, ack = getattr(tasks, task), getattr(tasks, link).s() if link else None
+        for host, args in messages:
+            node_task.apply_async(args, queue=node_queue(host), link=ack, **options)
+
+    transaction.on_commit(send)
 
 
 # -- launch ------------------------------------------------------------------------------------------------
@@ -151,17 +165,8 @@ def launch_job(job_id: int) -> list[Launch]:
                    state=S.SENT, gpu_ids=[a.gpu_id for a in items], payload=payload, changed_at=now)
         )  # fmt: skip
     Launch.objects.bulk_create(rows)
-    payloads = [(r.hostname, r.payload) for r in rows]
-
-    def send() -> None:
-        from scheduler.tasks import launch_ack, node_prepare
-
-        for host, payload in payloads:
-            node_prepare.apply_async(
-                (payload,), queue=node_queue(host), link=launch_ack.s(), expires=settings.LAUNCH_ACK_TIMEOUT_S
-            )
-
-    transaction.on_commit(send)
+    prepares = [(r.hostname, (r.payload,)) for r in rows]
+    _send_on_commit("node_prepare", prepares, link="launch_ack", expires=settings.LAUNCH_ACK_TIMEOUT_S)
     return rows
 
 
@@ -213,17 +218,8 @@ def record_prepared(result: Mapping[str, Any]) -> None:
         return
     for la in launches:
         _set(la, S.STARTING)
-    starts = [(la.hostname, la.payload) for la in launches]
-
-    def send() -> None:
-        from scheduler.tasks import node_start, start_ack
-
-        for host, payload in starts:
-            node_start.apply_async(
-                (payload,), queue=node_queue(host), link=start_ack.s(), expires=settings.LAUNCH_ACK_TIMEOUT_S
-            )
-
-    transaction.on_commit(send)
+    starts = [(la.hostname, (la.payload,)) for la in launches]
+    _send_on_commit("node_start", starts, link="start_ack", expires=settings.LAUNCH_ACK_TIMEOUT_S)
 
 
 @transaction.atomic
@@ -285,12 +281,7 @@ def record_exit(host: str, item: Mapping[str, Any]) -> None:
 
 
 def _forget_on_commit(host: str, job_id: int, generation: int) -> None:
-    def send() -> None:
-        from scheduler.tasks import node_forget
-
-        node_forget.apply_async((host, job_id, generation), queue=node_queue(host))
-
-    transaction.on_commit(send)
+    _send_on_commit("node_forget", [(host, (host, job_id, generation))])
 
 
 # -- stop --------------------------------------------------------------------------------------------------
@@ -306,22 +297,13 @@ def _stop(job: Job, launches: Sequence[Launch], why: str) -> int:
             _close(la, S.STOPPED, f"{why}: never started")
         elif la.state in (S.STARTING, S.RUNNING):
             _set(la, S.STOPPING, stop_why=why, stop_sent_at=now)
-            asked.append((la.hostname, la.generation))
-    grace = job.grace_period_s
-
-    def send() -> None:
-        from scheduler.tasks import node_stop, stop_ack
-
-        for host, generation in asked:
-            node_stop.apply_async((host, job.pk, generation, grace, why), queue=node_queue(host), link=stop_ack.s())
-
-    if asked:
-        transaction.on_commit(send)
+            asked.append((la.hostname, (la.hostname, job.pk, la.generation, job.grace_period_s, why)))
+    _send_on_commit("node_stop", asked, link="stop_ack")
     return len(asked)
 
 
 def _open(job: Job) -> list[Launch]:
-    return list(Launch.objects.select_for_update().filter(job=job, state__in=OPEN_STATES))
+    return list(Launch.objects.select_for_update().filter(job=job, state__in=OPEN_LAUNCH_STATES))
 
 
 def abandon_launches(job: Job, why: str) -> int:
@@ -361,7 +343,7 @@ def settle(job: Job, *, round_id: int | None = None, for_job: int | None = None,
     job.refresh_from_db()
     if job.status not in (JobStatus.PREEMPTED, JobStatus.MIGRATING):
         return False
-    if Launch.objects.filter(job=job, state__in=OPEN_STATES).exists():
+    if Launch.objects.filter(job=job, state__in=OPEN_LAUNCH_STATES).exists():
         return False
     stopped = _generation(job)
     if job.status == JobStatus.PREEMPTED:
@@ -424,7 +406,7 @@ def record_stopped(result: Mapping[str, Any]) -> None:
         text = f"exited {waited:.1f} s after SIGTERM, within its {grace} s grace period (code {code})"
     else:
         text = f"still running after its {grace} s grace period: killed with SIGKILL"
-    if launch.state in OPEN_STATES:
+    if launch.state in OPEN_LAUNCH_STATES:
         _close(launch, S.STOPPED, text, returncode=code, exited_within_grace=within)
     elif launch.exited_within_grace is None and result.get("found"):
         launch.exited_within_grace = within
@@ -448,7 +430,7 @@ def agent_hello(host: str, found: Sequence[Mapping[str, Any]]) -> dict[str, int]
 
     items = [FoundJob.from_dict(f) for f in found]
     # Read without locks: each step below locks its job, then its launch, like every other handler (no deadlock).
-    launches = list(Launch.objects.filter(hostname=host, state__in=STARTED_STATES).order_by("generation"))
+    launches = list(Launch.objects.filter(hostname=host, state__in=STARTED_LAUNCH_STATES).order_by("generation"))
     expected = {la.job_id: la.generation for la in launches}  # the newest generation per job
     by_key = {(la.job_id, la.generation): la for la in launches}
     plan = plan_reconcile(items, expected)
@@ -466,17 +448,11 @@ def agent_hello(host: str, found: Sequence[Mapping[str, Any]]) -> dict[str, int]
     # already ended only says so).
     restop = [key for key in plan.keep if by_key[key].state == S.STOPPING]
     graces = dict(Job.objects.filter(pk__in=[j for j, _ in plan.kill + restop]).values_list("pk", "grace_period_s"))
-    kills = [(j, g, graces.get(j, ORPHAN_GRACE_S)) for j, g in plan.kill + restop]
-
-    def send_kills() -> None:
-        from scheduler.tasks import node_stop, stop_ack
-
-        for job_id, generation, grace in kills:
-            why = "stop again" if (job_id, generation) in restop else "orphan"
-            node_stop.apply_async((host, job_id, generation, grace, why), queue=node_queue(host), link=stop_ack.s())
-
-    if kills:
-        transaction.on_commit(send_kills)
+    kills = [
+        (host, (host, j, g, graces.get(j, ORPHAN_GRACE_S), "stop again" if (j, g) in restop else "orphan"))
+        for j, g in plan.kill + restop
+    ]
+    _send_on_commit("node_stop", kills, link="stop_ack")
     missing = 0
     for key in plan.missing:
         la = by_key.get(key)

@@ -7,23 +7,7 @@ rows move only through scheduler.actions.launches; docs/running-jobs.md draws th
 
 from django.db import models
 
-
-class LaunchState(models.TextChoices):
-    SENT = "sent", "Prepare sent"
-    PREPARED = "prepared", "Prepared (node acknowledged)"
-    STARTING = "starting", "Start sent"
-    RUNNING = "running", "Running"
-    STOPPING = "stopping", "Stopping (SIGTERM sent)"
-    STOPPED = "stopped", "Stopped"
-    EXITED = "exited", "Exited"
-    REFUSED = "refused", "Refused by the node"
-    TIMED_OUT = "timed_out", "No answer in time"
-    LOST = "lost", "Lost"
-
-
-OPEN_STATES = (LaunchState.SENT, LaunchState.PREPARED, LaunchState.STARTING, LaunchState.RUNNING, LaunchState.STOPPING)
-# A node may be running the job's process in these (a start was sent): stopping them needs the node.
-STARTED_STATES = (LaunchState.STARTING, LaunchState.RUNNING, LaunchState.STOPPING)
+from scheduler.choices import LaunchState
 
 
 class Launch(models.Model):
