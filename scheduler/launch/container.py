@@ -28,7 +28,7 @@ from typing import Any
 
 from .env import GpuShare
 from .ledger import NodeLedger
-from .process import ProcessStatus, StopResult, split_simple
+from .process import ProcessStatus, RunDirLauncher, StopResult, split_simple
 from .state import (
     LaunchError,
     RunState,
@@ -36,9 +36,7 @@ from .state import (
     create_time,
     earlier_launch,
     holds_gpus,
-    read_exit,
     read_state,
-    read_states,
     remove_state,
     run_dir_lock,
     write_json_atomic,
@@ -90,7 +88,7 @@ def engine_answers(binary: str, runner: Runner = run_engine) -> bool:
     return runner([binary, "info"]).returncode == 0
 
 
-class ContainerLauncher:
+class ContainerLauncher(RunDirLauncher):
     kind = "container"
 
     def __init__(
@@ -216,14 +214,6 @@ class ContainerLauncher:
 
     # -- watch -------------------------------------------------------------------------------------------
 
-    def status(self, job_id: int) -> ProcessStatus | None:
-        state = read_state(self.run_dir, job_id)
-        return None if state is None else self._status(state)
-
-    def poll(self, job_id: int) -> int | None:
-        status = self.status(job_id)
-        return None if status is None else status.returncode
-
     def tail(self, job_id: int, lines: int = 100) -> list[str]:
         state = read_state(self.run_dir, job_id)
         if state is None:
@@ -231,9 +221,6 @@ class ContainerLauncher:
         result = self.runner(self.logs_argv(state.name, lines))
         # The engine replays the container's stdout and stderr on its own stdout and stderr.
         return (result.stdout + result.stderr).splitlines()[-lines:] if result.returncode == 0 else []
-
-    def adopt(self) -> list[ProcessStatus]:
-        return [self._status(s) for s in read_states(self.run_dir) if s.kind == self.kind]
 
     def forget(self, job_id: int) -> None:
         """Remove a finished job's container and files once its end has been reported."""
@@ -295,11 +282,7 @@ class ContainerLauncher:
                 return ProcessStatus(state.job_id, state.generation, state.pid, "running", None, "")
             code = int(found.get("ExitCode", -1))
             return ProcessStatus(state.job_id, state.generation, state.pid, "exited", code, "")
-        recorded = read_exit(state.exit_path)
-        if recorded is not None:
-            code = int(recorded["returncode"])
-            return ProcessStatus(state.job_id, state.generation, state.pid, "exited", code, "")
-        return ProcessStatus(state.job_id, state.generation, state.pid, "lost", None, "")
+        return self._ended(state)
 
     def _check(self, result: EngineResult, what: str) -> EngineResult:
         if result.returncode != 0:

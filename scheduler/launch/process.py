@@ -159,7 +159,44 @@ def tail_lines(path: str | Path, lines: int = 100, *, max_bytes: int = 1 << 20) 
     return [line.decode("utf-8", "replace") for line in data.splitlines()[-lines:]]
 
 
-class ProcessLauncher:
+class RunDirLauncher:
+    """What every launcher shares: its jobs are the state files of its run directory, read back as statuses."""
+
+    kind: str
+    run_dir: Path
+
+    def status(self, job_id: int) -> ProcessStatus | None:
+        """What became of the job's latest launch here; None when nothing was launched (or it was forgotten)."""
+        state = read_state(self.run_dir, job_id)
+        return None if state is None else self._status(state)
+
+    def poll(self, job_id: int) -> int | None:
+        """The exit code once the job has ended, None while it runs (or when the code is lost)."""
+        status = self.status(job_id)
+        return None if status is None else status.returncode
+
+    def adopt(self) -> list[ProcessStatus]:
+        """After a restart: every job in the run directory, running (this instance can stop it) or ended.
+
+        A state whose pid now belongs to another process (different start time or boot) reads as "lost",
+        never running: that process is not ours and is never signalled.
+        """
+        return [self._status(s) for s in read_states(self.run_dir) if s.kind == self.kind]
+
+    def _status(self, state: RunState) -> ProcessStatus:
+        raise NotImplementedError
+
+    @staticmethod
+    def _ended(state: RunState) -> ProcessStatus:
+        """A job that no longer runs: exited with the code its exit file holds, or lost without one."""
+        recorded = read_exit(state.exit_path)
+        code = None if recorded is None else int(recorded["returncode"])
+        return ProcessStatus(
+            state.job_id, state.generation, state.pid, "lost" if recorded is None else "exited", code, state.log_path
+        )
+
+
+class ProcessLauncher(RunDirLauncher):
     kind = "process"
 
     def __init__(
@@ -246,27 +283,9 @@ class ProcessLauncher:
 
     # -- watch -------------------------------------------------------------------------------------------
 
-    def status(self, job_id: int) -> ProcessStatus | None:
-        """What became of the job's latest launch here; None when nothing was launched (or it was forgotten)."""
-        state = read_state(self.run_dir, job_id)
-        return None if state is None else self._status(state)
-
-    def poll(self, job_id: int) -> int | None:
-        """The exit code once the job has ended, None while it runs (or when the code is lost)."""
-        status = self.status(job_id)
-        return None if status is None else status.returncode
-
     def tail(self, job_id: int, lines: int = 100) -> list[str]:
         state = read_state(self.run_dir, job_id)
         return [] if state is None else tail_lines(state.log_path, lines)
-
-    def adopt(self) -> list[ProcessStatus]:
-        """After a restart: every job in the run directory, running (this instance can stop it) or ended.
-
-        A state whose pid now belongs to another process (different start time or boot) reads as "lost",
-        never running: that process is not ours and is never signalled.
-        """
-        return [self._status(s) for s in read_states(self.run_dir) if s.kind == self.kind]
 
     def forget(self, job_id: int) -> None:
         """Drop a finished job's files (state, exit status, hostfile) once its end has been reported."""
@@ -333,8 +352,4 @@ class ProcessLauncher:
     def _status(self, state: RunState) -> ProcessStatus:
         if self._alive(state):
             return ProcessStatus(state.job_id, state.generation, state.pid, "running", None, state.log_path)
-        recorded = read_exit(state.exit_path)
-        if recorded is not None:
-            code = int(recorded["returncode"])
-            return ProcessStatus(state.job_id, state.generation, state.pid, "exited", code, state.log_path)
-        return ProcessStatus(state.job_id, state.generation, state.pid, "lost", None, state.log_path)
+        return self._ended(state)
