@@ -526,10 +526,13 @@ def _time_out(job_id: int, now, limit: float) -> int:
 
 @transaction.atomic
 def _give_up_stop(launch_id: int, limit: float) -> int:
-    la = Launch.objects.select_for_update().select_related("job").filter(pk=launch_id, state=S.STOPPING).first()
+    # Job first, then its launch: the order every other lifecycle handler locks in (the reverse could deadlock).
+    job_id = Launch.objects.filter(pk=launch_id).values_list("job_id", flat=True).first()
+    job = Job.objects.select_for_update().filter(pk=job_id).first() if job_id is not None else None
+    la = Launch.objects.select_for_update().filter(pk=launch_id, state=S.STOPPING).first() if job else None
     if la is None:
         return 0
-    Job.objects.select_for_update().filter(pk=la.job_id).first()
+    la.job = job
     _close(la, S.LOST, f"no stop confirmation from {la.hostname} within {limit:g} s (its agent is gone?)")
     _event(la.job, la.job.status, f"{la.hostname}: stop not confirmed within {limit:g} s; given up", actor=SCHEDULER)
     settle(la.job)
