@@ -25,8 +25,9 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import IntegrityError, connection, transaction
+from django.db import transaction
 
+from clusterctl.bulk import copy_rows
 from dashboard import broadcast
 from fabric import actions
 from fabric.collectors.samples import FABRIC_SOURCE, NodeSample
@@ -184,8 +185,9 @@ def ingest_samples(
 
     now = max(seen.values())
     with transaction.atomic():
-        _copy_rows(GpuMetric, GPU_COLUMNS, gpu_rows)
-        _copy_rows(PortMetric, PORT_COLUMNS, port_rows)
+        # A batch ingested twice by two workers at the same moment finds its rows already there: skip them.
+        copy_rows(GpuMetric, GPU_COLUMNS, gpu_rows, ignore_conflicts=True)
+        copy_rows(PortMetric, PORT_COLUMNS, port_rows, ignore_conflicts=True)
         t_series = clock()
         result.alerts = actions.record_node_findings(
             cluster_id,
@@ -260,34 +262,6 @@ def _node_rows(cluster_id, pmap, prev, sample, at, thresholds, port_rows, gpu_ro
     return {"links": links, "gpus": gpus, "gpu_metrics": gpu_metrics}
 
 
-def _copy_rows(model, columns: list[str], rows: list[tuple]) -> None:
-    """Time-series rows at once: COPY on PostgreSQL, bulk_create elsewhere. A row already there (a batch
-    ingested twice by two workers at the same moment) makes COPY fail as a whole: then insert row by row
-    ignoring duplicates, which is rare and still correct."""
-    if not rows:
-        return
-    if connection.vendor == "postgresql":
-        import json
-
-        json_cols = [i for i, c in enumerate(columns) if c == "errors"]
-        table = connection.ops.quote_name(model._meta.db_table)
-        names = ", ".join(connection.ops.quote_name(c) for c in columns)
-        try:
-            with transaction.atomic(), connection.cursor() as cur, cur.cursor.copy(
-                f"COPY {table} ({names}) FROM STDIN"
-            ) as copy:  # fmt: skip
-                for row in rows:
-                    if json_cols:
-                        row = tuple(json.dumps(v) if i in json_cols else v for i, v in enumerate(row))
-                    copy.write_row(row)
-            return
-        except IntegrityError:
-            pass
-    model.objects.bulk_create(
-        [model(**dict(zip(columns, row, strict=True))) for row in rows], batch_size=2000, ignore_conflicts=True
-    )
-
-
 def _mark_seen(cluster_id: int, seen: dict[str, float], current: dict[str, float]) -> None:
     # Read-modify-write of one small key: a concurrent batch can lose an update, which the next poll repairs;
     # taking the max keeps a stale writer from moving a node's time backwards.
@@ -315,11 +289,13 @@ def watching_since(cluster_id: int, now: float) -> float:
     return cache.get(key, now)
 
 
-def check_liveness(cluster_id: int, now: float) -> dict:
-    """Raise/clear the unreachable and down alerts of every node of the cluster from its newest sample time;
-    a down alert takes the node out of service (actions.record_node_findings). Run by each poll."""
+def check_liveness(cluster_id: int, now: float, seen: dict[str, float] | None = None) -> dict:
+    """Raise/clear the unreachable and down alerts of every node of the cluster from its newest sample time
+    (`seen`: last_seen(), read here unless the caller already has it); a down alert takes the node out of
+    service (actions.record_node_findings). Run by each poll."""
     nodes = Node.objects.filter(cluster_id=cluster_id).values_list("hostname", flat=True)
-    seen = last_seen(cluster_id)
+    if seen is None:
+        seen = last_seen(cluster_id)
     interval = settings.TELEMETRY_INTERVAL_S
     findings = liveness.liveness_findings(
         {n: seen.get(n) for n in nodes},

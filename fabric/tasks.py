@@ -66,8 +66,8 @@ def poll_cluster(cluster_id: int, collector: str = "") -> int:
 
     name = collector or settings.TELEMETRY_COLLECTOR
     now = time.time()
-    check_liveness(cluster_id, now)
     seen = last_seen(cluster_id)
+    check_liveness(cluster_id, now, seen)
     interval = settings.TELEMETRY_INTERVAL_S
     expires = max(interval, 5.0)  # a poll older than the next one is worthless
     sent, live = 0, []

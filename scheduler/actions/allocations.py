@@ -9,6 +9,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from clusterctl.bulk import copy_rows as _insert_rows  # noqa: F401  (scheduler.actions.apply)
 from fabric.models import GPU, Node
 from scheduler.actions.errors import StaleDecision
 from scheduler.choices import ShareKind
@@ -142,17 +143,3 @@ def _take(ledger: GpuLedger, share: ShareSpec, replicas_max: int) -> None:
     else:
         ledger.replicas += 1
         ledger.replicas_max = replicas_max
-
-
-def _insert_rows(model, columns: list[str], rows: list[tuple]) -> None:
-    """Many plain rows at once: COPY on PostgreSQL (no model instances, no SQL to compile), bulk_create elsewhere."""
-    if not rows:
-        return
-    if connection.vendor != "postgresql":
-        model.objects.bulk_create([model(**dict(zip(columns, row, strict=True))) for row in rows], batch_size=2000)
-        return
-    table = connection.ops.quote_name(model._meta.db_table)
-    names = ", ".join(connection.ops.quote_name(model._meta.get_field(c.removesuffix("_id")).column) for c in columns)
-    with connection.cursor() as cursor, cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:
-        for row in rows:
-            copy.write_row(row)

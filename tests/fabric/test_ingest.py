@@ -102,3 +102,22 @@ def test_scheduler_snapshot_reads_live_load(node):
     assert snapshot.link_utilisation[str(port.link_id)] == pytest.approx(0.5)
     gpu = next(g for n in snapshot.nodes if n.hostname == port.hca.node.hostname for g in n.gpus if g.index == 0)
     assert gpu.utilisation == pytest.approx(0.8)
+
+
+def test_series_rows_written_twice_are_kept_once(node):
+    """Two workers ingesting one batch at the same moment: the second COPY meets the first's rows."""
+    from datetime import UTC, datetime
+
+    from django.db import IntegrityError, transaction
+
+    from clusterctl.bulk import copy_rows
+    from fabric.ingest import PORT_COLUMNS
+
+    _, port = node
+    at = datetime.fromtimestamp(1000.0, tz=UTC)
+    rows = [(port.pk, at, 1.0, 2.0, 0.0, 0.5, {"symbol_error": 3})]
+    copy_rows(PortMetric, PORT_COLUMNS, rows, ignore_conflicts=True)
+    copy_rows(PortMetric, PORT_COLUMNS, rows, ignore_conflicts=True)
+    assert PortMetric.objects.get(port=port).errors == {"symbol_error": 3}
+    with pytest.raises(IntegrityError), transaction.atomic():
+        copy_rows(PortMetric, PORT_COLUMNS, rows)
