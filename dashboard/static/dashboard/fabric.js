@@ -19,7 +19,8 @@
 
 import { baseOption, makeChart, timeAxis, tipHtml, valueAxis } from "./charts.js";
 import { connect } from "./live.js";
-import { VIRIDIS, colourOf, el, labelOf, setData, setText } from "./dom.js";
+import { colourOf, el, labelOf, setData, setText } from "./dom.js";
+import { NO_DATA, UTIL_BINS, legendEntry as entry, lineSample, linkBin, sample, utilisationLegend, viridis } from "./linkscale.js";
 
 const root = document.getElementById("fabric-page");
 const canvasBox = document.getElementById("fabric-chart");
@@ -41,22 +42,11 @@ const statusBox = document.getElementById("fabric-status");
 const SWITCH_GAP = 48;
 const NODE_GAP = 12;
 const MAX_STRETCH = 24; // how much more one axis may be stretched than the other when fitting
-const UTIL_BINS = 20;
-const NO_DATA = "#7f8797"; // a link with no reading yet: not a state, so not in the legend's colours
 const DIM = 0.14; // what is not the selected job's
 const HISTORY_REFRESH_MS = 30_000;
 const LARGE = 2_000; // links
 
-// Viridis (colour-blind safe, perceptually uniform; dom.js): on the dark canvas idle links are dark, busy bright.
-const VIRIDIS_RGB = VIRIDIS.map((h) => [1, 3, 5].map((i) => parseInt(h.slice(i, i + 2), 16)));
-function viridis(t) {
-  const v = Math.min(Math.max(Number.isFinite(t) ? t : 0, 0), 1) * (VIRIDIS.length - 1);
-  const i = Math.min(Math.floor(v), VIRIDIS.length - 2);
-  const f = v - i;
-  const a = VIRIDIS_RGB[i];
-  const b = VIRIDIS_RGB[i + 1];
-  return `rgb(${a.map((x, k) => Math.round(x + (b[k] - x) * f)).join(",")})`;
-}
+// Viridis (linkscale.js): on the dark canvas idle links are dark, busy bright.
 const UTIL_COLOURS = Array.from({ length: UTIL_BINS }, (_, i) => viridis((i + 0.5) / UTIL_BINS));
 
 const S = {
@@ -117,11 +107,8 @@ function defineBins() {
 }
 
 function binKey(l) {
+  if (S.mode === "util") return linkBin(l);
   if (l.state === "down") return "down";
-  if (S.mode === "util") {
-    if (l.util === null || l.util === undefined) return "nodata";
-    return `u${Math.min(UTIL_BINS - 1, Math.max(0, Math.floor(l.util * UTIL_BINS)))}`;
-  }
   if (l.errors) return "errors";
   return l.state === "degraded" ? "degraded" : "up";
 }
@@ -368,24 +355,6 @@ function setMode(mode) {
 // Legend: the utilisation scale with its unit, or the link states with the served colours
 //
 
-function sample(width, paint) {
-  const c = el("canvas", { class: "legend-sample", width, height: 12, "aria-hidden": "true" });
-  paint(c.getContext("2d"));
-  return c;
-}
-
-function lineSample(colour, dash) {
-  return sample(28, (g) => {
-    g.strokeStyle = colour;
-    g.lineWidth = 2.5;
-    g.setLineDash(dash || []);
-    g.beginPath();
-    g.moveTo(1, 6);
-    g.lineTo(27, 6);
-    g.stroke();
-  });
-}
-
 function nodeSample(fill, outline, diamond) {
   return sample(14, (g) => {
     g.fillStyle = fill;
@@ -404,31 +373,11 @@ function nodeSample(fill, outline, diamond) {
   });
 }
 
-function entry(swatch, label) {
-  return el("span", { class: "legend-entry" }, swatch, el("span", { text: label }));
-}
-
 function renderLegend() {
   const parts = [];
   if (S.mode === "util") {
-    const bar = sample(200, (g) => {
-      for (let x = 0; x < 200; x++) {
-        g.fillStyle = viridis(x / 199);
-        g.fillRect(x, 0, 1, 12);
-      }
-    });
-    const ticks = el("span", { class: "legend-ticks" }, ...[0, 25, 50, 75, 100].map((t) => el("span", { text: `${t}` })));
-    parts.push(
-      el(
-        "span",
-        { class: "legend-scale" },
-        el("span", { class: "legend-title", text: "Link utilisation, % of link capacity" }),
-        el("span", { class: "legend-bar" }, bar, ticks),
-      ),
-      el("span", { class: "legend-note", text: "Switches: their hottest port, same scale" }),
-      entry(lineSample(colourOf("link_state", "down"), [2, 3]), labelOf("link_state", "down")),
-      entry(lineSample(NO_DATA, [3, 3]), "No reading yet"),
-    );
+    const [scale, ...states] = utilisationLegend();
+    parts.push(scale, el("span", { class: "legend-note", text: "Switches: their hottest port, same scale" }), ...states);
   } else {
     for (const state of ["up", "degraded", "down"]) {
       parts.push(entry(lineSample(colourOf("link_state", state), []), labelOf("link_state", state)));

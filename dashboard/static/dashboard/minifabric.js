@@ -15,72 +15,18 @@
 // colours, utilMax, linkUpdates, snapshots, renders).
 
 import { connect } from "./live.js";
-import { VIRIDIS, colourOf, el, labelOf, setData, setText } from "./dom.js";
+import { colourOf, el, labelOf, setData, setText } from "./dom.js";
+import { NO_DATA, UTIL_BINS, linkBin, utilisationLegend, viridis } from "./linkscale.js";
 
-const UTIL_BINS = 20; // as on the fabric page (fabric.js)
-const NO_DATA = "#7f8797";
 const BACKGROUND = "#151a24";
 const GROUP_FILL = "#2b3242";
 const SWITCH_GAP = 48; // the layout's units (fabric/topology/layout.py)
 const MAX_STRETCH = 6;
 
-// Viridis, interpolated between dom.js's stops (the fabric page's scale).
-const VIRIDIS_RGB = VIRIDIS.map((h) => [1, 3, 5].map((i) => parseInt(h.slice(i, i + 2), 16)));
-export function viridis(t) {
-  const v = Math.min(Math.max(Number.isFinite(t) ? t : 0, 0), 1) * (VIRIDIS.length - 1);
-  const i = Math.min(Math.floor(v), VIRIDIS.length - 2);
-  const f = v - i;
-  const a = VIRIDIS_RGB[i];
-  const b = VIRIDIS_RGB[i + 1];
-  return `rgb(${a.map((x, k) => Math.round(x + (b[k] - x) * f)).join(",")})`;
-}
-
-// The colour class of a link: "down", "nodata" or "u<bin>" (the same bins as the fabric page).
-export function linkBin(link) {
-  if (link.state === "down") return "down";
-  if (link.util === null || link.util === undefined) return "nodata";
-  return `u${Math.min(UTIL_BINS - 1, Math.max(0, Math.floor(link.util * UTIL_BINS)))}`;
-}
-
 function binStyle(bin) {
   if (bin === "down") return { colour: colourOf("link_state", "down"), dash: [4, 3] };
   if (bin === "nodata") return { colour: NO_DATA, dash: [3, 3] };
   return { colour: viridis((Number(bin.slice(1)) + 0.5) / UTIL_BINS), dash: [] };
-}
-
-function lineSample(colour, dash) {
-  const c = el("canvas", { class: "legend-sample", width: 28, height: 12, "aria-hidden": "true" });
-  const g = c.getContext("2d");
-  g.strokeStyle = colour;
-  g.lineWidth = 2.5;
-  g.setLineDash(dash);
-  g.beginPath();
-  g.moveTo(1, 6);
-  g.lineTo(27, 6);
-  g.stroke();
-  return c;
-}
-
-// The fabric page's utilisation legend (scale bar with ticks, down, no reading), in its markup and classes.
-export function utilisationLegend() {
-  const bar = el("canvas", { class: "legend-sample", width: 200, height: 12, "aria-hidden": "true" });
-  const g = bar.getContext("2d");
-  for (let x = 0; x < 200; x++) {
-    g.fillStyle = viridis(x / 199);
-    g.fillRect(x, 0, 1, 12);
-  }
-  const ticks = el("span", { class: "legend-ticks" }, ...[0, 25, 50, 75, 100].map((t) => el("span", { text: `${t}` })));
-  const entry = (swatch, label) => el("span", { class: "legend-entry" }, swatch, el("span", { text: label }));
-  return [
-    el(
-      "span",
-      { class: "legend-scale" },
-      el("span", { class: "legend-title", text: "Link utilisation, % of link capacity" }),
-      el("span", { class: "legend-bar" }, bar, ticks),
-    ),
-    entry(lineSample(colourOf("link_state", "down"), [2, 3]), labelOf("link_state", "down")),
-    entry(lineSample(NO_DATA, [3, 3]), "No reading yet"),
-  ];
 }
 
 function pct(v) {
