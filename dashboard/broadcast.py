@@ -452,8 +452,8 @@ def snapshot_frames(
     states = {t: found[k] for t, k in keys.items() if k in found}
     missing = [t for t in wanted if t not in states]
     if missing:
-        ring = cache.get(_key(cluster_id, "trend")) or {"points": []}
-        built = selectors.build(cluster_id, missing, trend=ring["points"])
+        trend = (cache.get(_key(cluster_id, "trend")) or {"points": []})["points"] if "overview" in missing else None
+        built = selectors.build(cluster_id, missing, trend=trend)
         if built is None:
             return None
         for t in missing:

@@ -42,7 +42,8 @@ from fabric.topology.layout import Layout, LayoutLink, LayoutNode, LayoutSwitch,
 from fabric.topology.tiers import Tiers, detect_tiers
 from fabric.topology.types import Fabric, THost, TLink, TSwitch
 from scheduler.choices import ACTIVE_STATUSES, JobStatus
-from scheduler.models import Allocation, ClusterScheduler, Job, JobEvent, PriorityClass, SchedulingRound
+from scheduler.models import Allocation, Job, JobEvent, PriorityClass, SchedulingRound
+from scheduler.selectors import queue_info
 
 AGGREGATE_ABOVE = 256  # nodes: beyond this the fabric topic shows one group per leaf
 ALERTS_LIMIT = 500
@@ -534,16 +535,9 @@ def gpus(c: _Cluster) -> dict:
     return {"gpus": out, "metrics": GPU_METRICS_UNITS}
 
 
-def alert_dict(a: dict) -> dict:
-    return {
-        "id": a["id"], "rule": a["rule"], "severity": a["severity"], "object_kind": a["object_kind"],
-        "object_key": a["object_key"], "message": a["message"], "first_seen": iso(a["first_seen"]),
-        "last_seen": iso(a["last_seen"]), "cleared_at": iso(a["cleared_at"]), "acknowledged_by": a["acknowledged_by"],
-    }  # fmt: skip
-
-
 ALERT_FIELDS = ("id", "rule", "severity", "object_kind", "object_key", "message", "first_seen", "last_seen",
                 "cleared_at", "acknowledged_by")  # fmt: skip
+ALERT_TIMES = ("first_seen", "last_seen", "cleared_at")
 
 
 def alerts(c: _Cluster) -> dict:
@@ -553,7 +547,7 @@ def alerts(c: _Cluster) -> dict:
         .order_by("-last_seen", "-id")
         .values(*ALERT_FIELDS)[:ALERTS_LIMIT]
     )
-    return {"alerts": [alert_dict(a) for a in rows]}
+    return {"alerts": [a | {k: iso(a[k]) for k in ALERT_TIMES} for a in rows]}
 
 
 JOB_FIELDS = ("pk", "name", "tenant__name", "gpus", "nodes", "gpus_per_node", "sharing", "mig_profile",
@@ -571,11 +565,7 @@ def _shape(nodes: int | None, per_node: int | None, gpus: int, sharing: str, mig
 
 def queue(c: _Cluster, now: datetime | None = None) -> dict:
     now = now or timezone.now()
-    state = ClusterScheduler.objects.filter(cluster_id=c.id).values_list("queue", flat=True).first() or {}
-    order = state.get("order", [])
-    texts = state.get("texts", [])
-    position = {job_id: i for i, job_id in enumerate(order, 1)}
-    reason = {job_id: texts[r] for job_id, r in zip(order, state.get("reason", []), strict=False)}
+    last_round = queue_info([c.id])  # job -> (place in line, why it waits)
     rows = Job.objects.filter(pool__cluster_id=c.id).filter(Q(status=JobStatus.PENDING) | Q(status__in=ACTIVE_STATUSES))
     pending, running = [], []
     for (pk, name, tenant, n_gpus, nodes, per_node, sharing, mig_profile, priority, status, held, held_reason,
@@ -583,8 +573,9 @@ def queue(c: _Cluster, now: datetime | None = None) -> dict:
         item = {"id": pk, "name": name, "tenant": tenant, "gpus": n_gpus,
                 "shape": _shape(nodes, per_node, n_gpus, sharing, mig_profile), "priority": priority}  # fmt: skip
         if status == JobStatus.PENDING:
-            why = (held_reason or "held") if held else reason.get(pk, NO_ROUND_YET)
-            item |= {"position": position.get(pk), "reason": why, "submitted_at": iso(submitted),
+            place, why = last_round.get(pk, (None, NO_ROUND_YET))
+            why = (held_reason or "held") if held else why
+            item |= {"position": place, "reason": why, "submitted_at": iso(submitted),
                      "wait_s": max(0, int((now - submitted).total_seconds())), "_seq": seq}  # fmt: skip
             pending.append(item)
         else:

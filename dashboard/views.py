@@ -38,7 +38,7 @@ from scheduler.models import Allocation, Job, JobEvent, Quota
 from scheduler.selectors import queue_info, tenant_usage
 
 # Units of the GPU metrics, as the `gpus` topic names them (docs/dashboard.md).
-GPU_METRICS = {"util": "%", "mem_used": "MiB", "temp": "°C", "power": "W"}
+GPU_METRICS = selectors.GPU_METRICS_UNITS
 # GpuMetric column -> the page's metric key.
 SERIES_KEYS = dict(zip(GpuMetric.SERIES_FIELDS, ("util", "mem_used", "temp", "power"), strict=True))
 # The job page draws the history of at most this many of its GPUs (one query each).
@@ -69,12 +69,13 @@ def css_token(value: str) -> str:
 def legend_css(request: HttpRequest) -> HttpResponse:
     """Each state's colour as a class (`.st-<legend>-<value>` sets --c), from the one legend (clusterctl/legend.py):
     the pages colour badges and swatches with classes, since the Content-Security-Policy forbids inline styles."""
+    states = legends()
     rules = [
         f".st-{name}-{css_token(item['value'])} {{ --c: {item['colour']}; }}"
-        for name, items in legends().items()
+        for name, items in states.items()
         for item in items
     ]
-    colours = sorted({*OKABE_ITO.values(), *(i["colour"] for items in legends().values() for i in items)})
+    colours = sorted({*OKABE_ITO.values(), *(i["colour"] for items in states.values() for i in items)})
     rules += [f".dot-{c.lstrip('#')} {{ --c: {c}; }}" for c in colours]
     return HttpResponse("\n".join(rules) + "\n", content_type="text/css; charset=utf-8")
 
@@ -212,11 +213,12 @@ def queue_page(request: HttpRequest, cluster_id: int) -> HttpResponse:
 @operator_required
 def alerts_page(request: HttpRequest, cluster_id: int) -> HttpResponse:
     cluster = get_object_or_404(Cluster, pk=cluster_id)
-    since = timezone.now() - timedelta(hours=24)
+    # What the `alerts` topic lists (dashboard.selectors.alerts): open ones and those cleared lately.
+    since = timezone.now() - selectors.ALERTS_CLEARED_WITHIN
     alerts = list(
         Alert.objects.filter(Q(cleared_at__isnull=True) | Q(cleared_at__gte=since), cluster=cluster).order_by(
             "-last_seen", "-pk"
-        )[:500]
+        )[: selectors.ALERTS_LIMIT]
     )
     return render(request, "dashboard/alerts.html", _cluster_context(cluster, "alerts", alerts=alerts))
 
