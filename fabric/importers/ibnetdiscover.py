@@ -15,15 +15,18 @@ The input is a sequence of node blocks::
 Behaviour, beyond what the line grammar says:
 
 * Node ids: "S-" switch, "H-" channel adapter, "R-" router; the header keyword must agree
-  (Switch/S-, Ca/H-, Rt/R-). A peer referenced with a prefix that contradicts its own block, or
-  two references with different prefixes, is an "unknown node id" error.
+  (Switch/S-, Ca/H-, Rt/R-). A peer referenced with a prefix that contradicts its own block is an
+  "unknown node id" error.
+* Every peer a port line names must have a block of its own somewhere in the file (before or
+  after): ibnetdiscover prints one for every node it links to, so a peer without one is a cut or
+  edited file. Kept, it would be a phantom node that reshapes the tiers; it is refused at the
+  first line naming it ("is never declared").
 * Every cable is printed twice, once from each end; links are deduped by the unordered pair of
-  (GUID, port) ends. A peer without a block of its own (partial output) is kept: it is built from
-  what the referencing lines say (description, LID, port GUID) and has port_count 0 (unknown).
+  (GUID, port) ends.
 * Contradictions are errors: one port cabled to two different peers, a port listed twice in one
   block with different peers, the same node declared twice, the two ends of one cable printing
   different known rates ("4x???" - unknown speed, speed "" - agrees with anything), a port above
-  the node's declared port count (own side and, when the peer has a block, peer side), port 0 on
+  the node's declared port count (own side and peer side), port 0 on
   a link (switch port 0 is the management port; it has no cable), a node linked to its own port.
 * `vendid=`, `devid=` lines fill vendor_id/device_id of the next node header; other `key=value`
   lines (sysimgguid, switchguid, caguid, rtguid) are accepted and ignored. Lines starting with `#`
@@ -35,8 +38,8 @@ Behaviour, beyond what the line grammar says:
   kind "aggregation" and no hostname; routers (Rt, "R-") kind "router" and no hostname. A
   description still ending in "Mellanox Technologies" is the firmware default: no hostname.
 * Errors carry the 1-based line number. Semantic checks (peers, prefixes, rates) run after the
-  whole text is read, in line order, so the first bad line is reported. A file truncated exactly
-  at a line boundary cannot be told from partial output; one cut mid-line fails the grammar.
+  whole text is read, in line order, so the first bad line is reported. A file cut mid-line fails
+  the grammar; one cut at a line boundary names a peer whose block is missing.
 * Not supported: `ibnetdiscover -g` chassis grouping lines and trailing text after the rate.
 """
 
@@ -95,8 +98,7 @@ class _Node:
     prefix: str  # "S", "H" or "R"
     guid: str
     description: str
-    line: int  # of its header, or of the first line referencing it when it has no block
-    declared: bool
+    line: int  # of its header
     port_count: int = 0
     lid: int | None = None
     vendor_id: str = ""
@@ -183,7 +185,6 @@ def _read_header(line: str, number: int, source: str, pending: dict[str, str]) -
         guid=parse_guid(m["guid"], number, source),
         description=m["desc"],
         line=number,
-        declared=True,
         port_count=int(m["nports"]),
         lid=int(lid) if lid is not None else None,
         vendor_id=pending.get("vendid", ""),
@@ -233,7 +234,7 @@ def _check_port(port: int, node: _Node, number: int, source: str) -> int:
 
 def _link_ports(nodes: dict[str, _Node], port_lines: list[_PortLine], source: str) -> LinkTable:
     """Second pass, in line order: resolve peers, check them, record and dedupe the links."""
-    links = LinkTable(source, lambda guid: _name(nodes[guid]) if guid in nodes else guid)
+    links = LinkTable(source, lambda guid: _name(nodes[guid]))
     for pl in port_lines:
         peer = _resolve_peer(nodes, pl, source)
         _check_port(pl.peer_port, peer, pl.line, source)
@@ -245,15 +246,17 @@ def _link_ports(nodes: dict[str, _Node], port_lines: list[_PortLine], source: st
 def _resolve_peer(nodes: dict[str, _Node], pl: _PortLine, source: str) -> _Node:
     peer = nodes.get(pl.peer_guid)
     if peer is None:
-        # Partial output: the peer has no block. Keep it, built from what this line says.
-        peer = _Node(pl.peer_prefix, pl.peer_guid, pl.peer_description, pl.line, declared=False)
-        if pl.peer_prefix == "S":
-            peer.lid = pl.peer_lid
-        nodes[peer.guid] = peer
-    elif peer.prefix != pl.peer_prefix:
-        how = f"declared as {_HEADER_BY_PREFIX[peer.prefix]}" if peer.declared else f"referenced as '{peer.prefix}-'"
         raise ParseError(
-            f"unknown node id '{pl.peer_prefix}-{pl.peer_guid}': that GUID is {how} at line {peer.line}",
+            f"peer '{pl.peer_prefix}-{pl.peer_guid}' (\"{pl.peer_description}\") is never declared: the file has "
+            f"no {_HEADER_BY_PREFIX[pl.peer_prefix]} block for it, and ibnetdiscover prints one for every node "
+            "it links to (cut short or edited?)",
+            pl.line,
+            source,
+        )
+    if peer.prefix != pl.peer_prefix:
+        raise ParseError(
+            f"unknown node id '{pl.peer_prefix}-{pl.peer_guid}': that GUID is declared as "
+            f"{_HEADER_BY_PREFIX[peer.prefix]} at line {peer.line}",
             pl.line,
             source,
         )

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from fabric.importers.types import ParseError
+from fabric.importing import import_text
 from fabric.models import Cluster, ImportRecord, Link, Port, Switch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,3 +109,16 @@ def test_command_exits_non_zero_with_message(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(CommandError, match="no such file"):
         call_command("import_fabric", str(tmp_path / "nope"), "--cluster", "x", "--format", "ibnetdiscover")
+
+
+def test_undeclared_switch_peer_is_refused_and_the_fabric_is_unchanged(imported):
+    # ib5 port 17 names a switch with no block of its own; kept, it was a third "spine".
+    text = SX6036.read_text()
+    anchor = '[18]\t"H-24be05ffff9910f0"'
+    at = text.index(anchor)
+    ghost = '[17]\t"S-deadbeefdeadbeef"[1]\t\t# "MF0;ghost:SX6036/U1" lid 99 4xFDR10\n'
+    with pytest.raises(ParseError) as err:
+        import_text("lab", "ibnetdiscover", text[:at] + ghost + text[at:], source="ghost.topo")
+    assert str(err.value).startswith("ghost.topo:27: peer 'S-deadbeefdeadbeef'")
+    assert snapshot() == imported
+    assert sorted(Switch.objects.filter(role="spine").values_list("name", flat=True)) == ["ib7", "ib8"]

@@ -169,6 +169,14 @@ Ca\t1 "H-00000000000000a0"\t\t# "gpu01 mlx5_0"
 
 Rt\t1 "R-00000000000000c0"\t\t# "router-1"
 [1](c1) \t"S-0000000000000001"[3]\t\t# lid 9 lmc 0 "Quantum Mellanox Technologies" lid 5 4x???
+
+Ca\t1 "H-00000000000000b0"\t\t# "Mellanox Technologies Aggregation Node"
+[1](b1) \t"S-0000000000000001"[2]\t\t# lid 8 lmc 0 "Quantum Mellanox Technologies" lid 5 4xHDR
+
+vendid=0x2c9
+devid=0xd2f0
+Switch\t40 "S-0000000000000002"\t\t# "MF0;sp1:QM8700/U1" enhanced port 0 lid 3 lmc 0
+[7]\t"S-0000000000000001"[4]\t\t# "Quantum Mellanox Technologies" lid 5 4xHDR
 """
 
 
@@ -196,14 +204,14 @@ def test_small_unknown_speed_is_empty_string() -> None:
     assert (link.width, link.speed) == (4, "")
 
 
-def test_small_peer_without_block_is_kept_from_the_reference() -> None:
+def test_small_switch_named_as_a_peer_comes_from_its_own_block() -> None:
     fabric = parse_ibnetdiscover(SMALL)
     spine = next(s for s in fabric.switches if s.guid == "0000000000000002")
-    assert (spine.name, spine.model, spine.lid, spine.port_count) == ("sp1", "QM8700", 3, 0)
+    assert (spine.name, spine.model, spine.lid, spine.port_count) == ("sp1", "QM8700", 3, 40)
     assert PortRef("0000000000000002", 7) in {link.b for link in fabric.links}
 
 
-def test_small_ca_without_block_gets_port_guid_and_lid_from_the_switch_line() -> None:
+def test_small_aggregation_node_port_guid_and_lid() -> None:
     agg = next(ca for ca in parse_ibnetdiscover(SMALL).cas if ca.guid == "00000000000000b0")
     assert (agg.port_guids, agg.lids) == ({1: "00000000000000b1"}, {1: 8})
 
@@ -375,8 +383,60 @@ def test_truncated_header_is_reported() -> None:
     assert err.message.startswith("malformed Switch header")
 
 
-def test_truncated_at_a_line_boundary_keeps_the_partial_fabric() -> None:
-    # Cut right after ib5's block: its peers have no blocks, and that is legitimate partial output.
-    partial = parse_ibnetdiscover(SX6036[: SX6036.index("\n\nvendid", 200)])
-    assert [s.name for s in partial.switches] == ["ib5", "ib8", "ib7"]
-    assert len(partial.links) == 32 and len(partial.cas) == 24
+def test_truncated_at_a_line_boundary_is_refused_at_the_first_undeclared_peer() -> None:
+    # Cut right after ib5's block: its first port line names stage114, whose block was cut off.
+    err = parse_error(SX6036[: SX6036.index("\n\nvendid", 200)])
+    assert err.line == line_of(SX6036, '[1]\t"H-24be05ffff980030"')
+    assert err.message.startswith("peer 'H-24be05ffff980030' (\"stage114 mlx4_0\") is never declared")
+
+
+# --- peers that are never declared ---------------------------------------------------------------
+# ibnetdiscover prints a block for every node it links to, so a peer without one is an edited or
+# damaged file. Kept, it became a phantom switch that turned the SX6036's 2 spines into 3.
+
+GHOST_SWITCH = '[17]\t"S-deadbeefdeadbeef"[1]\t\t# "MF0;ghost:SX6036/U1" lid 99 4xFDR10'
+GHOST_CA = '[17]\t"H-00000000deadbeef"[1](00000000deadbee0) \t\t# "ghost01 mlx4_0" lid 98 4xQDR'
+IB5_PORT_18 = '[18]\t"H-24be05ffff9910f0"'
+
+
+def with_line_in_ib5(new: str) -> tuple[str, int]:
+    """SX6036 with `new` inserted into ib5's block before its port 18 (free port 17); its line number."""
+    number = line_of(SX6036, IB5_PORT_18)
+    lines = SX6036.split("\n")
+    lines.insert(number - 1, new)
+    return "\n".join(lines), number
+
+
+def test_switch_port_to_an_undeclared_switch_is_refused_with_its_line() -> None:
+    text, number = with_line_in_ib5(GHOST_SWITCH)
+    err = parse_error(text)
+    assert number == 27
+    assert err.line == 27
+    assert err.message == (
+        "peer 'S-deadbeefdeadbeef' (\"MF0;ghost:SX6036/U1\") is never declared: the file has no Switch block "
+        "for it, and ibnetdiscover prints one for every node it links to (cut short or edited?)"
+    )
+
+
+def test_switch_port_to_an_undeclared_ca_is_refused_with_its_line() -> None:
+    text, number = with_line_in_ib5(GHOST_CA)
+    err = parse_error(text)
+    assert err.line == number
+    assert err.message.startswith("peer 'H-00000000deadbeef' (\"ghost01 mlx4_0\") is never declared")
+    assert "no Ca block" in err.message
+
+
+def test_ca_port_to_an_undeclared_switch_is_refused_with_its_line() -> None:
+    # gpu01's own block names a switch that has no block (switch 01 still names gpu01 correctly).
+    text = SMALL.replace('[1](a1) \t"S-0000000000000001"[1]', '[1](a1) \t"S-0000000000000009"[1]')
+    err = parse_error(text)
+    assert err.line == 10
+    assert err.message.startswith("peer 'S-0000000000000009' (\"Quantum Mellanox Technologies\") is never declared")
+
+
+def test_router_named_as_a_peer_without_a_block_is_refused() -> None:
+    start = SMALL.index('Rt\t1 "R-00000000000000c0"')
+    rt_block = SMALL[start : SMALL.index("\n\n", start) + 1]
+    err = parse_error(SMALL.replace(rt_block, ""))
+    assert err.line == 6
+    assert "no Rt block" in err.message
