@@ -67,7 +67,7 @@ def test_filtered_count_is_exact_under_the_cap_and_bounded(admin_client):
     assert not unbounded_counts(queries) and "LIMIT 21" in queries[-1]["sql"]
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="pg_class estimates are PostgreSQL's")
+@pytest.mark.postgres("pg_class estimates are PostgreSQL's")
 def test_unfiltered_count_is_the_planner_estimate_on_postgresql(admin_client):
     add_samples(10)
     with connection.cursor() as cursor:

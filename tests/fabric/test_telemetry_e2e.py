@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from django.core.cache import cache
-from django.db import connection
 
 from clusterctl.celery import app
 from fabric import tasks
@@ -53,7 +52,7 @@ def worker(request):
             proc.kill()
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="the worker needs a database both processes share")
+@pytest.mark.postgres("the worker needs a database both processes share")
 @pytest.mark.parametrize("worker", [["gpu0001", "gpu0002"]], indirect=True)
 def test_poll_reaches_alert_through_a_real_worker(worker):
     cluster = fat_tree("e2e", nodes=2, gpus_per_node=8, leaf_ports=16)
@@ -70,7 +69,7 @@ def test_poll_reaches_alert_through_a_real_worker(worker):
 TWIN_FAULT_RULES = {"gpu_xid_critical", "gpu_xid", "port_down", "port_errors"}
 
 
-@pytest.mark.skipif(connection.vendor != "postgresql", reason="the worker needs a database both processes share")
+@pytest.mark.postgres("the worker needs a database both processes share")
 @pytest.mark.parametrize("worker", [["gpu0001", "gpu0002"]], indirect=True)
 def test_a_twin_fault_raises_an_alert_through_a_real_worker(worker):
     """poll -> node queue (the twin plays the hardware) -> ingest inbox -> batch -> latest state -> alert."""

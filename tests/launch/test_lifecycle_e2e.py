@@ -24,7 +24,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from django.db import connection
 from django.test import override_settings
 
 from clusterctl.celery import app
@@ -40,7 +39,7 @@ from tests.processes import child_env, wait_for
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
-    pytest.mark.skipif(connection.vendor != "postgresql", reason="the workers need a database the test shares"),
+    pytest.mark.postgres("the workers need a database the test shares"),
 ]
 ROOT = Path(__file__).resolve().parents[2]
 # Node names of this run only: queues node.<name> live in a Redis other test runs share (their telemetry tests
