@@ -3,7 +3,8 @@
 kombu's memory transport passes messages between the threads of one process only, so in the embedded demo the
 web server (main thread), the worker (solo pool, one daemon thread) and beat (one daemon thread, in-memory
 schedule) share the process. `configure()` points the process at that broker and at the twin: tasks stop
-running eagerly and go through the worker; node polls go to the default queue (TELEMETRY_NODE_QUEUES off), and
+running eagerly and go through the worker, which consumes the default queue and the what-if replays' queue
+(WHATIF_QUEUE); node polls go to the default queue (TELEMETRY_NODE_QUEUES off), and
 the fabric agent's switch-port poll reads the twin too. Production runs the same tasks in separate worker, beat
 and node-agent processes on Redis; nothing here is used there.
 
@@ -159,6 +160,10 @@ class EmbeddedCelery:
         self._beat: Any = None
         self._count_lock = threading.Lock()
 
+    def default_queues(self) -> list[str]:
+        """The default queue and the what-if replays' own (production gives those a worker of their own)."""
+        return [self.app.conf.task_default_queue, settings.WHATIF_QUEUE]
+
     def _count(self, sender: Any = None, **_: Any) -> None:
         name = getattr(sender, "name", None) or str(sender)
         with self._count_lock:
@@ -169,7 +174,7 @@ class EmbeddedCelery:
         for name in ("celery", "kombu"):
             logging.getLogger(name).setLevel(self.loglevel)
         self.app.finalize()
-        queues = self.queues or [self.app.conf.task_default_queue]
+        queues = self.queues or self.default_queues()
         self._worker = _Worker(
             app=self.app,
             hostname=f"embedded-{threading.get_ident()}@{socket.gethostname()}",
@@ -214,7 +219,7 @@ class EmbeddedCelery:
         self._beat = self._worker_thread = None
         if worker is not None:
             worker_state.should_terminate = 0  # seen once the worker's wait for a message ends: two wake it
-            queue = (self.queues or [self.app.conf.task_default_queue])[0]
+            queue = (self.queues or self.default_queues())[0]
             for _ in range(2):
                 wake.apply_async(queue=queue)
         if beat is not None:

@@ -233,6 +233,14 @@ WHATIF_MAX_JOBS = 10_000
 WHATIF_MAX_GPUS = 16_384
 WHATIF_TIMEOUT_S = 300
 WHATIF_UPLOAD_MAX_BYTES = 5 * 1024 * 1024
+# Replays run on their own queue, so a burst of them never delays rounds, polls or ingest on the default one; the
+# compose file runs a worker for it with this many processes, and the page refuses a run while this many are
+# queued or running on the whole site (dashboard.whatif.start_run).
+WHATIF_QUEUE = "whatif"
+WHATIF_MAX_CONCURRENT = env.int("WHATIF_MAX_CONCURRENT", default=2)
+if WHATIF_MAX_CONCURRENT < 1:
+    raise ImproperlyConfigured("WHATIF_MAX_CONCURRENT must be at least 1")
+CELERY_TASK_ROUTES = {"scheduler.sim_tasks.whatif_replay": {"queue": WHATIF_QUEUE}}
 # The what-if replay task lives outside scheduler/tasks.py (autodiscovery imports only <app>.tasks).
 CELERY_IMPORTS = ("scheduler.sim_tasks",)
 

@@ -11,7 +11,9 @@ import re
 from collections import defaultdict
 from datetime import timedelta
 from functools import wraps
+from typing import TYPE_CHECKING
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.views import redirect_to_login
@@ -21,6 +23,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.cache import cache_control
+from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 
 from clusterctl.legend import legends
@@ -36,6 +39,9 @@ from scheduler.api.access import tenant_of
 from scheduler.choices import ACTIVE_STATUSES, FINAL_STATUSES, JobStatus
 from scheduler.models import Allocation, Job, JobEvent, Quota
 from scheduler.selectors import queue_info, tenant_usage
+
+if TYPE_CHECKING:  # the what-if module loads the replay: imported by its views only
+    from dashboard.whatif import CappedUploadHandler
 
 # Units of the GPU metrics, as the `gpus` topic names them (docs/dashboard.md).
 GPU_METRICS = selectors.GPU_METRICS_UNITS
@@ -439,23 +445,47 @@ def my_page(request: HttpRequest) -> HttpResponse:
 #
 
 
+@csrf_exempt  # only until the upload handler is in place: _whatif_form checks the token (Django's upload docs)
 @operator_required
 def whatif_page(request: HttpRequest) -> HttpResponse:
-    """The form; a valid one starts a run (one at a time per user) and goes to its page."""
+    """The form; a valid one starts a run (one at a time per user, WHATIF_MAX_CONCURRENT on the site) and goes to its
+    page. The upload is capped as it streams (whatif.CappedUploadHandler): the handler must be set before anything
+    reads the body, CSRF's check included."""
     from dashboard import whatif
 
     if request.method not in ("GET", "HEAD", "POST"):
         return HttpResponse(status=405, headers={"Allow": "GET, HEAD, POST"})
-    form = whatif.WhatIfForm(request.POST or None, request.FILES or None)
-    busy = None
+    handler = None
+    if request.method == "POST":
+        handler = whatif.CappedUploadHandler(request, settings.WHATIF_UPLOAD_MAX_BYTES)
+        request.upload_handlers = [handler]
+    return _whatif_form(request, handler)
+
+
+@csrf_protect
+def _whatif_form(request: HttpRequest, handler: CappedUploadHandler | None) -> HttpResponse:
+    from dashboard import whatif
+
+    refused = ""
+    if handler is not None:
+        request.POST  # noqa: B018  (the body is parsed here, through the handler, which says if it refused)
+        refused = handler.refused
+    data = request.POST if request.POST or refused else None
+    form = whatif.WhatIfForm(data, request.FILES or None, upload_refused=refused)
+    busy, status = None, 200
     if request.method == "POST" and form.is_valid():
         try:
             run_id = whatif.start_run(request.user, form)
         except whatif.Busy as exc:
             busy = exc.run_id
             form.add_error(None, "You already have a what-if run in progress: wait until it has finished.")
+        except whatif.AtCapacity as exc:
+            form.add_error(None, str(exc))
+            status = 429
         else:
             return redirect("whatif-run", run_id=run_id)
+    if status == 200 and form.is_bound and form.errors:
+        status = 413 if refused else 400
     context = {
         "page": "whatif",
         "form": form,
@@ -468,7 +498,7 @@ def whatif_page(request: HttpRequest) -> HttpResponse:
         "fractional_help": whatif.FRACTIONAL_HELP,
         **_common(),
     }
-    return render(request, "dashboard/whatif.html", context, status=400 if form.is_bound and form.errors else 200)
+    return render(request, "dashboard/whatif.html", context, status=status)
 
 
 def _whatif_record(run_id: str) -> dict:

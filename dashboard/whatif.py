@@ -4,11 +4,13 @@ The form offers the trace files of settings.WHATIF_TRACE_DIRS (or an upload), a 
 `manage.py replay --cluster-spec` (or a cluster of the database by name), policies and the network model, and
 validates with the replay's own loaders and parsers, so an error reads as the command's would (`file:line: ...`).
 A valid form becomes a run in the cache and a Celery task (scheduler.sim_tasks.whatif_replay); one at a time per
-user, bounded by WHATIF_MAX_JOBS, WHATIF_MAX_GPUS, WHATIF_TIMEOUT_S and WHATIF_UPLOAD_MAX_BYTES.
+user and WHATIF_MAX_CONCURRENT on the site, bounded by WHATIF_MAX_JOBS, WHATIF_MAX_GPUS, WHATIF_TIMEOUT_S and
+WHATIF_UPLOAD_MAX_BYTES (checked as the upload streams: CappedUploadHandler).
 """
 
 from __future__ import annotations
 
+import io
 import shlex
 import time
 import uuid
@@ -20,6 +22,11 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.core.cache import cache
+from django.core.files.uploadedfile import InMemoryUploadedFile
+from django.core.files.uploadhandler import FileUploadHandler, SkipFile
+from django.forms.utils import ErrorDict
+from django.http import QueryDict
+from django.utils.datastructures import MultiValueDict
 
 from fabric.topology.catalog import GPU_MODELS
 from fabric.topology.rates import SPEEDS
@@ -105,6 +112,57 @@ def trace_files(dirs: list[str] | None = None) -> list[TraceFile]:
 
 
 #
+# The upload, capped as it streams
+#
+
+# Room for the form's other fields and the multipart framing beside the file: a body declaring more than the cap plus
+# this cannot hold an upload within the cap, and is refused unread.
+FORM_FIELDS_BYTES = 64 * 1024
+
+
+class CappedUploadHandler(FileUploadHandler):
+    """The what-if form's only upload handler: the file is kept in memory and stopped at WHATIF_UPLOAD_MAX_BYTES as
+    it streams, so an oversized trace is neither held nor written to disk (Django's default handlers spool anything
+    over FILE_UPLOAD_MAX_MEMORY_SIZE to a temporary file, and the form saw its size only after that). A body whose
+    Content-Length already says it cannot fit is not parsed at all. `refused` says why, once it refused."""
+
+    def __init__(self, request, cap: int) -> None:
+        super().__init__(request)
+        self.cap = cap
+        self.refused = ""
+        self._buffer: io.BytesIO | None = None
+
+    def handle_raw_input(self, input_data, META, content_length, boundary, encoding=None):
+        if content_length > self.cap + FORM_FIELDS_BYTES:
+            self.refused = f"the request is {content_length:,} bytes; an upload may be at most {self.cap:,} bytes"
+            return QueryDict(encoding=encoding), MultiValueDict()  # nothing of it is read
+        return None
+
+    def new_file(self, *args, **kwargs) -> None:
+        super().new_file(*args, **kwargs)
+        self._buffer = io.BytesIO()
+
+    def receive_data_chunk(self, raw_data: bytes, start: int) -> None:
+        if start + len(raw_data) > self.cap:
+            self.refused = (
+                f"{self.file_name}: more than {self.cap:,} bytes; an upload may be at most {self.cap:,} bytes"
+            )
+            self._buffer = None
+            raise SkipFile  # the parser discards the rest of this file and goes on with the other fields
+        assert self._buffer is not None
+        self._buffer.write(raw_data)
+
+    def file_complete(self, file_size: int) -> InMemoryUploadedFile | None:
+        if self._buffer is None:
+            return None
+        self._buffer.seek(0)
+        return InMemoryUploadedFile(
+            self._buffer, self.field_name, self.file_name, self.content_type, file_size, self.charset,
+            self.content_type_extra,
+        )  # fmt: skip
+
+
+#
 # The form
 #
 
@@ -143,8 +201,11 @@ class WhatIfForm(forms.Form):
     seed = forms.IntegerField(initial=0, min_value=0, max_value=2**31 - 1, label="Seed (default-blind)")
     limit = forms.IntegerField(required=False, min_value=1, label="First N jobs")
 
-    def __init__(self, *args, files_on_server: list[TraceFile] | None = None, **kwargs) -> None:
+    def __init__(
+        self, *args, files_on_server: list[TraceFile] | None = None, upload_refused: str = "", **kwargs
+    ) -> None:
         super().__init__(*args, **kwargs)
+        self.upload_refused = upload_refused  # CappedUploadHandler.refused: the upload was stopped as it streamed
         self.files_on_server = trace_files() if files_on_server is None else files_on_server
         self.by_value = {f.value: f for f in self.files_on_server}
         self.fields["trace"].choices = [("", "—"), *((f.value, f.name) for f in self.files_on_server if f.kind)]
@@ -168,6 +229,15 @@ class WhatIfForm(forms.Form):
         return None
 
     # --------------------------------------------------------------- validation
+
+    def full_clean(self) -> None:
+        if not self.upload_refused:
+            super().full_clean()
+            return
+        # Say only that: the rest of the form is not judged against a trace that was never read.
+        self._errors = ErrorDict()
+        self.cleaned_data = {}
+        self.add_error("upload", self.upload_refused)
 
     def clean_upload(self):
         f = self.cleaned_data.get("upload")
@@ -332,8 +402,20 @@ class Busy(Exception):
         self.run_id = run_id
 
 
+class AtCapacity(Exception):
+    """The site has WHATIF_MAX_CONCURRENT runs queued or running."""
+
+    def __init__(self, slots: int) -> None:
+        runs = "run is" if slots == 1 else "runs are"
+        super().__init__(
+            f"{slots} what-if {runs} already queued or running on this site (WHATIF_MAX_CONCURRENT = {slots}): "
+            "try again when one has finished."
+        )
+
+
 def start_run(user, form: WhatIfForm) -> str:
-    """A new run in the cache, its task enqueued (eager: run by the time this returns); Busy if one is in flight."""
+    """A new run in the cache, its task enqueued (eager: run by the time this returns); Busy if the user has one in
+    flight, AtCapacity (nothing queued, nothing held) if the site has WHATIF_MAX_CONCURRENT."""
     run_id = uuid.uuid4().hex
     key = sim_tasks.user_key(user.pk)
     hold = settings.WHATIF_TIMEOUT_S + 180
@@ -343,22 +425,27 @@ def start_run(user, form: WhatIfForm) -> str:
         if record is not None and record["status"] not in sim_tasks.FINISHED and not sim_tasks.is_stale(record):
             raise Busy(other)
         cache.set(key, run_id, hold)
-    params = form.params()
-    upload = form.cleaned_data.get("upload")
-    if upload:
-        cache.set(sim_tasks.upload_key(run_id), upload["text"], sim_tasks.RUN_TTL_S)
     record = {
         "id": run_id,
         "user": user.pk,
         "username": user.get_username(),
         "created": time.time(),
         "status": "queued",
-        "params": params,
+        "params": form.params(),
         "progress": None,
         "error": "",
         "result": None,
     }
+    sim_tasks.save_run(record)  # before the claim: a slot's holder always has a record to be judged by
+    record["slot"] = sim_tasks.claim_slot(run_id, settings.WHATIF_MAX_CONCURRENT, hold)
+    if record["slot"] is None:
+        cache.delete(sim_tasks.run_key(run_id))
+        sim_tasks.release_user(user.pk, run_id)
+        raise AtCapacity(settings.WHATIF_MAX_CONCURRENT)
     sim_tasks.save_run(record)
+    upload = form.cleaned_data.get("upload")
+    if upload:
+        cache.set(sim_tasks.upload_key(run_id), upload["text"], sim_tasks.RUN_TTL_S)
     recent = [run_id, *(r for r in cache.get(sim_tasks.recent_key(user.pk), []) if r != run_id)]
     cache.set(sim_tasks.recent_key(user.pk), recent[: sim_tasks.RECENT_RUNS], sim_tasks.RUN_TTL_S)
     try:
@@ -366,6 +453,7 @@ def start_run(user, form: WhatIfForm) -> str:
     except Exception as exc:  # the broker is down: say so on the run's page
         record = sim_tasks.get_run(run_id) or record
         if record["status"] == "queued":
+            sim_tasks.release_slot(record)
             record.update(status="failed", error=f"could not queue the run: {exc}")
             sim_tasks.save_run(record)
         sim_tasks.release_user(user.pk, run_id)

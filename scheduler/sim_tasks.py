@@ -4,6 +4,10 @@
 A what-if run is disposable: it lives in the cache for a day under `whatif:run:<id>` (its parameters, status,
 progress and, once done, the same JSON `manage.py replay --json` prints plus chart series), never in the database.
 The task takes the run id, replays with `scheduler.sim.run` (what the command runs), and writes the outcome there.
+
+Replays go to their own queue (settings.WHATIF_QUEUE, routed by CELERY_TASK_ROUTES), consumed by a worker of their
+own in production and by the embedded worker beside the default queue, so they never delay rounds and ingest; at
+most WHATIF_MAX_CONCURRENT are queued or running on the whole site (`claim_slot`, checked before enqueueing).
 """
 
 from __future__ import annotations
@@ -88,6 +92,50 @@ def release_user(user_id: int, run_id: str) -> None:
 
 
 #
+# The site-wide cap: WHATIF_MAX_CONCURRENT slots, one per queued or running run
+#
+
+
+def slot_key(n: int) -> str:
+    return f"whatif:slot:{n}"
+
+
+def _holds_a_slot(run_id: str | None) -> bool:
+    record = get_run(run_id) if run_id else None
+    return record is not None and record["status"] not in FINISHED and not is_stale(record)
+
+
+def claim_slot(run_id: str, slots: int, hold_s: float) -> int | None:
+    """One of `slots` site-wide slots for run `run_id` (whose record is saved first), or None when every slot holds
+    a queued or running run.
+
+    A slot is a cache key taken with `add` (atomic on Redis and in LocMemCache) and given back by the task before it
+    writes its final status. One whose run finished without giving it back, went stale (its worker is gone) or
+    expired is taken over by one claimer only: the takeover of a given holder is itself an `add`, so two claimers that
+    both found it stale cannot both get the slot, and a stale holder has no worker left to give it back meanwhile.
+    """
+    for n in range(slots):
+        if cache.add(slot_key(n), run_id, hold_s):
+            return n
+    for n in range(slots):
+        holder = cache.get(slot_key(n))
+        if holder is not None:
+            if _holds_a_slot(holder) or not cache.add(f"{slot_key(n)}:takeover:{holder}", run_id, 60):
+                continue
+            if cache.get(slot_key(n)) == holder:
+                cache.delete(slot_key(n))
+        if cache.add(slot_key(n), run_id, hold_s):
+            return n
+    return None
+
+
+def release_slot(record: dict[str, Any]) -> None:
+    n = record.get("slot")
+    if n is not None and cache.get(slot_key(n)) == record["id"]:
+        cache.delete(slot_key(n))
+
+
+#
 # The task
 #
 
@@ -118,6 +166,7 @@ def whatif_replay(run_id: str) -> str:
         record["status"], record["error"] = "failed", f"internal error ({type(exc).__name__}): {exc}"
     finally:
         record["wall_s"] = round(time.time() - record["started"], 3)
+        release_slot(record)  # before the final status: a finished run never holds a slot another run waits for
         save_run(record)
         cache.delete(upload_key(run_id))
         release_user(record["user"], run_id)

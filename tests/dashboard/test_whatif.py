@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import uuid
 from io import StringIO
 from pathlib import Path
 
@@ -175,7 +176,7 @@ def test_upload_bounds_and_sources(staff, settings):
     assert "not both" in errors_of(both)
     settings.WHATIF_UPLOAD_MAX_BYTES = 100
     big = staff.post(reverse("whatif"), form_data(trace="", upload=SimpleUploadedFile("t_job.csv", ok)))
-    assert "an upload may be at most 100 bytes" in errors_of(big)
+    assert "t_job.csv: more than 100 bytes; an upload may be at most 100 bytes" in upload_errors(big)
     settings.WHATIF_UPLOAD_MAX_BYTES = 1 << 20
     binary = staff.post(reverse("whatif"), form_data(trace="", upload=SimpleUploadedFile("t_job.csv", b"\xff\xfe\x00")))
     assert "not UTF-8 text" in errors_of(binary)
@@ -327,3 +328,161 @@ def test_fractional_trace(staff, settings):
     assert doc["policies"]["best-fit"]["at"] == expected["policies"]["best-fit"]["at"]
     html = staff.get(reverse("whatif-run", args=[run])).content.decode()
     assert 'data-testid="whatif-fractional-chart"' in html and "GPUs @100 %" in html
+
+
+#
+# Their own queue, a cluster-wide cap (issue 11c)
+#
+
+
+def test_replays_go_to_the_whatif_queue_and_rounds_stay_on_the_default_one():
+    from clusterctl.celery import app
+
+    def queue_of(task: str) -> str:
+        return app.amqp.router.route({}, task)["queue"].name
+
+    assert queue_of("scheduler.sim_tasks.whatif_replay") == "whatif"
+    for task in ("scheduler.tasks.run_round", "scheduler.tasks.periodic_rounds", "fabric.tasks.ingest"):
+        assert queue_of(task) == app.conf.task_default_queue == "celery", task
+
+
+def in_flight(user_id: int, status: str = "running", age_s: float = 0.0) -> dict:
+    """Another operator's run, queued or running, holding one of the site's what-if slots."""
+    record = {"id": uuid.uuid4().hex, "user": user_id, "username": "other", "created": time.time(),
+              "status": status, "params": {}, "progress": None, "error": "", "result": None}  # fmt: skip
+    sim_tasks.save_run(record)
+    if age_s:
+        cache.set(sim_tasks.run_key(record["id"]), {**record, "updated": time.time() - age_s}, 60)
+    assert sim_tasks.claim_slot(record["id"], 1, 60) is not None
+    return record
+
+
+@pytest.fixture
+def one_slot(settings):
+    settings.WHATIF_MAX_CONCURRENT = 1
+    yield
+    cache.delete(sim_tasks.slot_key(0))
+
+
+def test_a_run_beyond_the_sites_cap_is_refused_and_nothing_is_queued(staff, operator, one_slot, monkeypatch):
+    other = in_flight(operator.pk + 1000)
+    sent = []
+    monkeypatch.setattr(sim_tasks.whatif_replay, "delay", lambda run_id: sent.append(run_id))
+    response = staff.post(reverse("whatif"), form_data(limit="5"))
+    assert response.status_code == 429
+    text = " ".join(re.sub(r"<[^>]+>", " ", m) for m in re.findall(r'<div class="errors"[^>]*>(.*?)</div>',
+                                                                   response.content.decode(), re.S))  # fmt: skip
+    assert "1 what-if run is already queued or running on this site (WHATIF_MAX_CONCURRENT = 1)" in text, text
+    assert sent == [] and cache.get(sim_tasks.user_key(operator.pk)) is None  # the user holds nothing either
+    assert cache.get(sim_tasks.recent_key(operator.pk)) is None
+    other["status"] = "done"  # its slot is free once it has finished
+    sim_tasks.save_run(other)
+    assert staff.post(reverse("whatif"), form_data(limit="5")).status_code == 302
+    assert len(sent) == 1
+
+
+def test_a_stale_run_does_not_hold_a_slot(staff, operator, one_slot):
+    in_flight(operator.pk + 1000, status="queued", age_s=10 * 3600)  # no worker ever took it
+    assert staff.post(reverse("whatif"), form_data(limit="5")).status_code == 302
+
+
+def test_a_finished_replay_gives_its_slot_back(staff, one_slot):
+    run = run_id_of(staff.post(reverse("whatif"), form_data(limit="5")))  # eager: done when the POST returns
+    assert sim_tasks.get_run(run)["status"] == "done"
+    assert cache.get(sim_tasks.slot_key(0)) is None
+
+
+def test_two_claims_of_one_stale_slot_take_it_once():
+    stale = {"id": "d" * 32, "user": 1, "username": "x", "created": 0.0, "status": "queued", "params": {},
+             "progress": None, "error": "", "result": None}  # fmt: skip
+    cache.set(sim_tasks.run_key(stale["id"]), {**stale, "updated": time.time() - 10 * 3600}, 60)
+    cache.set(sim_tasks.slot_key(0), stale["id"], 60)
+    for run_id in ("a" * 32, "b" * 32):  # as start_run does: the record first, then the claim
+        sim_tasks.save_run({**stale, "id": run_id})
+    try:
+        assert sim_tasks.claim_slot("a" * 32, 1, 60) == 0
+        assert sim_tasks.claim_slot("b" * 32, 1, 60) is None  # "a" holds it now, and "a" is live
+        assert cache.get(sim_tasks.slot_key(0)) == "a" * 32
+    finally:
+        cache.delete_many([sim_tasks.slot_key(0), *(sim_tasks.run_key(i) for i in ("a" * 32, "b" * 32, "d" * 32))])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_embedded_worker_runs_replays_from_their_queue(client, operator, settings):
+    from clusterctl.embedded import EmbeddedCelery
+
+    client.force_login(operator)
+    with EmbeddedCelery(beat=False, kick=False):
+        run = run_id_of(client.post(reverse("whatif"), form_data(limit="5")))
+        deadline = time.monotonic() + 60
+        while sim_tasks.get_run(run)["status"] not in sim_tasks.FINISHED and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert sim_tasks.get_run(run)["status"] == "done", sim_tasks.get_run(run)
+    cache.delete_many([sim_tasks.user_key(operator.pk), sim_tasks.recent_key(operator.pk)])
+
+
+#
+# The upload cap, enforced as the body streams (issue 11d)
+#
+
+
+@pytest.fixture
+def disk_writes(monkeypatch, settings, tmp_path):
+    """Bytes Django's upload handlers write to temporary files (any upload over 0 bytes would go to disk)."""
+    from django.core.files import uploadhandler
+
+    settings.FILE_UPLOAD_MAX_MEMORY_SIZE = 0
+    settings.FILE_UPLOAD_TEMP_DIR = str(tmp_path)
+    written: list[int] = []
+    real = uploadhandler.TemporaryFileUploadHandler.receive_data_chunk
+
+    def spy(self, raw_data, start):
+        written.append(len(raw_data))
+        return real(self, raw_data, start)
+
+    monkeypatch.setattr(uploadhandler.TemporaryFileUploadHandler, "receive_data_chunk", spy)
+    return written
+
+
+def upload_errors(response) -> str:
+    assert response.status_code == 413, response.status_code
+    html = response.content.decode()
+    return " ".join(re.sub(r"<[^>]+>", " ", m) for m in re.findall(r'<div class="errors"[^>]*>(.*?)</div>', html, re.S))
+
+
+def test_an_upload_over_the_cap_stops_as_it_streams_and_nothing_is_written(staff, settings, disk_writes, tmp_path):
+    settings.WHATIF_UPLOAD_MAX_BYTES = 10_000  # the body (about 13 kB) is within the slack for the other fields
+    big = SimpleUploadedFile("t_job.csv", TIRESIAS.read_bytes()[:2000] * 6)  # 12,000 bytes
+    response = staff.post(reverse("whatif"), form_data(trace="", upload=big))
+    text = upload_errors(response)
+    assert "t_job.csv: more than 10,000 bytes; an upload may be at most 10,000 bytes" in text, text
+    assert disk_writes == [] and list(tmp_path.iterdir()) == []
+    assert 'value="2x4"' in response.content.decode()  # the other fields were read and are shown again
+
+
+def test_a_body_declared_over_the_cap_is_refused_unread(staff, settings, disk_writes, monkeypatch):
+    from dashboard import whatif
+
+    settings.WHATIF_UPLOAD_MAX_BYTES = 1000
+    read: list[int] = []
+    monkeypatch.setattr(whatif.CappedUploadHandler, "receive_data_chunk", lambda self, raw, start: read.append(raw))
+    big = SimpleUploadedFile("t_job.csv", b"x" * (whatif.FORM_FIELDS_BYTES + 2000))
+    text = upload_errors(staff.post(reverse("whatif"), form_data(trace="", upload=big)))
+    assert "the request is" in text and "bytes; an upload may be at most 1,000 bytes" in text, text
+    assert read == [] and disk_writes == []
+
+
+def test_an_upload_under_the_cap_still_runs_and_needs_the_csrf_token(operator, settings, disk_writes):
+    from django.test import Client
+
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(operator)
+    upload = SimpleUploadedFile("mine_job.csv", TIRESIAS.read_bytes())
+    assert client.post(reverse("whatif"), form_data(trace="", upload=upload, limit="5")).status_code == 403
+    page = client.get(reverse("whatif")).content.decode()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+    upload.seek(0)
+    data = form_data(trace="", upload=upload, limit="5", csrfmiddlewaretoken=token)
+    run = run_id_of(client.post(reverse("whatif"), data))
+    assert sim_tasks.get_run(run)["status"] == "done" and disk_writes == []
+    cache.delete_many([sim_tasks.user_key(operator.pk), sim_tasks.recent_key(operator.pk)])

@@ -25,8 +25,8 @@ ENV_EXAMPLE = ROOT / ".env.example"
 DEPLOYMENT_MD = ROOT / "docs" / "deployment.md"
 SETTINGS = ROOT / "clusterctl" / "settings.py"
 
-APP_SERVICES = ("migrate", "web", "worker", "beat")
-LONG_RUNNING_APP_SERVICES = ("web", "worker", "beat")
+APP_SERVICES = ("migrate", "web", "worker", "whatif-worker", "beat")
+LONG_RUNNING_APP_SERVICES = ("web", "worker", "whatif-worker", "beat")
 ONE_SHOT_SERVICES = {"migrate"}
 # Read by docker compose (docker-compose.yml and the postgres image), not by the app.
 COMPOSE_ONLY_VARIABLES = {"POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB"}
@@ -184,6 +184,30 @@ def test_worker_and_beat_run_the_clusterctl_celery_app(services):
     assert worker[:4] == ["celery", "-A", "clusterctl", "worker"]
     assert beat[:4] == ["celery", "-A", "clusterctl", "beat"]
     assert beat[beat.index("--schedule") + 1].startswith("/tmp/"), "beat must write its schedule where it may"
+
+
+def option(cmd: list[str], name: str) -> str:
+    assert cmd.count(name) == 1, (name, cmd)
+    return cmd[cmd.index(name) + 1]
+
+
+def test_the_default_worker_consumes_only_the_default_queue(services):
+    worker = command(services["worker"])
+    assert option(worker, "-Q") == "${CELERY_TASK_DEFAULT_QUEUE:-celery}"
+
+
+def test_whatif_replays_have_a_worker_of_their_own_capped_like_the_page(services):
+    whatif = command(services["whatif-worker"])
+    assert whatif[:4] == ["celery", "-A", "clusterctl", "worker"]
+    queue = re.search(r'^WHATIF_QUEUE = "([^"]+)"$', SETTINGS.read_text(), re.M).group(1)
+    assert option(whatif, "-Q") == queue == "whatif"
+    assert re.search(
+        r'CELERY_TASK_ROUTES = \{"scheduler.sim_tasks.whatif_replay": \{"queue": WHATIF_QUEUE\}', SETTINGS.read_text()
+    )
+    default = re.search(r'env.int\("WHATIF_MAX_CONCURRENT", default=(\d+)\)', SETTINGS.read_text()).group(1)
+    assert option(whatif, "--concurrency") == "${WHATIF_MAX_CONCURRENT:-" + default + "}"
+    assert option(whatif, "-n") == "whatif@%h"
+    assert "-d whatif@$$HOSTNAME" in healthcheck_test(services["whatif-worker"])
 
 
 def test_worker_healthcheck_pings_this_worker(services):
