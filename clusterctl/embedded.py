@@ -67,6 +67,7 @@ def configure(
     for entry in schedule.values():
         if entry.get("task") == "fabric.tasks.poll_all":
             entry["schedule"] = poll_interval_s
+            entry["options"] = {**entry.get("options", {}), "expires": poll_interval_s}
         elif entry.get("task") == "scheduler.tasks.periodic_rounds":
             entry["schedule"] = round_interval_s
     transport = {**(app.conf.broker_transport_options or {}), "polling_interval": POLLING_INTERVAL_S}
@@ -195,7 +196,8 @@ class EmbeddedCelery:
             self.stop()
             raise RuntimeError(f"the embedded Celery worker did not start within {timeout:g} s")
         if self.beat:
-            self._beat = EmbeddedService(self.app, thread=True, scheduler_cls="celery.beat:Scheduler")
+            # In-memory schedule with the heartbeat that /healthz reads (no Redis here: no RedBeat lock either).
+            self._beat = EmbeddedService(self.app, thread=True, scheduler_cls="clusterctl.beat:MemoryScheduler")
             self._beat.start()
         self.started_at = time.monotonic()
         if self.kick:

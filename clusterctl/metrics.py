@@ -4,9 +4,10 @@ Two kinds of series come out of one registry (prometheus_client's default):
 
 - HTTP request metrics of this process, from django-prometheus's middlewares;
 - cluster state, computed at scrape time by `ClusterCollector` from the database and the telemetry cache:
-  GPUs by health and allocation, nodes by state, link utilisation, open alerts, poll lag, stale nodes, jobs.
-  Five aggregate queries and two cache reads per cluster, whatever the cluster's size; every web process
-  answers the same (nothing is kept in the process).
+  GPUs by health and allocation, nodes by state, link utilisation, open alerts, poll lag, stale nodes, jobs, and
+  the control plane's own progress (beat's heartbeat, ingest lag, inbox, last poll). Five aggregate queries and a
+  few cache reads per cluster, whatever the cluster's size; every web process answers the same (nothing is kept
+  in the process).
 
 Access: a request is served if it carries `Authorization: Bearer <METRICS_TOKEN>` (when that is set), or comes
 straight from an address in METRICS_ALLOWED_IPS (addresses or networks; default loopback). A request that came
@@ -142,6 +143,23 @@ def _families() -> dict[str, GaugeMetricFamily | HistogramMetricFamily]:
         "jobs": GaugeMetricFamily(
             "clusterctl_jobs", "Jobs not finished, by status (pending = the queue).", labels=["cluster", "status"]
         ),
+        "beat": GaugeMetricFamily(
+            "clusterctl_beat_heartbeat_age_seconds",
+            "Seconds since the sending Celery beat's last tick (absent: no beat ever ticked). Written by the beat.",
+        ),
+        "ingest_lag": GaugeMetricFamily(
+            "clusterctl_telemetry_ingest_lag_seconds",
+            "How far ingest is behind the results that reached the control plane (0: caught up).",
+            labels=["cluster"],
+        ),
+        "inbox": GaugeMetricFamily(
+            "clusterctl_telemetry_inbox_results", "Poll results waiting in the ingest inbox.", labels=["cluster"]
+        ),
+        "poll_age": GaugeMetricFamily(
+            "clusterctl_telemetry_last_poll_age_seconds",
+            "Seconds since the last round of polls was sent to the cluster's nodes.",
+            labels=["cluster"],
+        ),
     }
 
 
@@ -165,6 +183,7 @@ def _histogram(values) -> tuple[list[tuple[str, float]], float]:
 
 def cluster_families(now: float | None = None) -> list:
     """Every clusterctl_* family with its samples: five queries, then the cache."""
+    from clusterctl.beat import heartbeat_age
     from fabric import ingest
     from scheduler.models import Allocation, Job
 
@@ -218,6 +237,15 @@ def cluster_families(now: float | None = None) -> list:
             families["lag"].add_metric([name], max(0.0, max(ages)))
         limit = stale_after_s()
         families["stale"].add_metric([name], sum(1 for h in polled if h not in seen or now - seen[h] > limit))
+        pipeline = ingest.pipeline_status(cluster_id, now)
+        families["inbox"].add_metric([name], pipeline["inbox"])
+        if pipeline["ingest_lag_s"] is not None:
+            families["ingest_lag"].add_metric([name], pipeline["ingest_lag_s"])
+        if pipeline["last_poll_age_s"] is not None:
+            families["poll_age"].add_metric([name], pipeline["last_poll_age_s"])
+    beat_age = heartbeat_age(now)
+    if beat_age is not None:
+        families["beat"].add_metric([], beat_age)
     for cluster_id, severity, rule, n in alert_rows:
         if cluster_id in clusters:
             families["alerts"].add_metric([clusters[cluster_id], severity, rule], n)

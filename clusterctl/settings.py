@@ -133,7 +133,12 @@ CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=REDIS_URL or "c
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=EMBEDDED)
 CELERY_BEAT_SCHEDULE = {
     "scheduling-rounds": {"task": "scheduler.tasks.periodic_rounds", "schedule": env.float("ROUND_INTERVAL_S", 10.0)},
-    "telemetry-poll": {"task": "fabric.tasks.poll_all", "schedule": env.float("TELEMETRY_INTERVAL_S", 10.0)},
+    # A poll that waited longer than one interval is worthless (the next one is due): it expires unsent.
+    "telemetry-poll": {
+        "task": "fabric.tasks.poll_all",
+        "schedule": env.float("TELEMETRY_INTERVAL_S", 10.0),
+        "options": {"expires": env.float("TELEMETRY_INTERVAL_S", 10.0)},
+    },
     # Time series upkeep (fabric.actions.rollup_metrics / prune_metrics): both idempotent.
     "telemetry-rollup": {"task": "fabric.tasks.rollup_metrics", "schedule": 60.0},
     "telemetry-prune": {"task": "fabric.tasks.prune_metrics", "schedule": 3600.0},
@@ -146,6 +151,18 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+# Beat (clusterctl/beat.py, docs/deployment.md "Beat"). With Redis: RedBeat, schedule and a lock in Redis, so any
+# number of beats may run and only the lock holder sends; a standby takes over once the holder's lock lapses
+# (BEAT_LOCK_TIMEOUT_S after its last tick). Without Redis: Celery's file-backed scheduler (one beat only). Either
+# way each tick leaves a heartbeat; /healthz calls beat stalled past BEAT_STALE_S.
+CELERY_BEAT_SCHEDULER = "clusterctl.beat:RedBeatScheduler" if REDIS_URL else "clusterctl.beat:PersistentScheduler"
+CELERY_BEAT_MAX_LOOP_INTERVAL = 5  # seconds between ticks at most: the heartbeat's and the lock renewal's pace
+CELERY_REDBEAT_REDIS_URL = REDIS_URL
+CELERY_REDBEAT_REDIS_OPTIONS: dict = {}  # the broker's transport options are not the scheduler's
+CELERY_REDBEAT_LOCK_TIMEOUT = env.int("BEAT_LOCK_TIMEOUT_S", default=30)
+BEAT_STALE_S = env.float("BEAT_STALE_S", default=30.0)
+if CELERY_REDBEAT_LOCK_TIMEOUT <= 2 * CELERY_BEAT_MAX_LOOP_INTERVAL:
+    raise ImproperlyConfigured("BEAT_LOCK_TIMEOUT_S must exceed two beat ticks (10 s): the holder renews it each tick")
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
@@ -187,6 +204,12 @@ TELEMETRY_RETENTION_MINUTE_D = env.int("TELEMETRY_RETENTION_MINUTE_D", default=7
 TELEMETRY_RETENTION_HOUR_D = env.int("TELEMETRY_RETENTION_HOUR_D", default=90)
 if min(TELEMETRY_RETENTION_RAW_H, TELEMETRY_RETENTION_MINUTE_D, TELEMETRY_RETENTION_HOUR_D) < 1:
     raise ImproperlyConfigured("TELEMETRY_RETENTION_* must be at least 1 (the rollups read the tier below)")
+# Only polls actually sent count, and only once ingest caught up with their answers (fabric/telemetry/liveness.py).
+# A poll that at least this share of the polled nodes missed at once is the pipeline's trouble, not theirs: no node
+# is judged on it, and a few in a row raise one telemetry_stalled alert for the cluster, which takes no capacity.
+TELEMETRY_STALLED_FRACTION = env.float("TELEMETRY_STALLED_FRACTION", 0.5)
+if not 0 < TELEMETRY_STALLED_FRACTION <= 1:
+    raise ImproperlyConfigured("TELEMETRY_STALLED_FRACTION must be in (0, 1]")
 # The twin (collector "twin", fabric/twin_adapter.py): seed of its fault schedule, faults per simulated hour.
 TWIN_SEED = env.int("TWIN_SEED", default=0)
 TWIN_FAULT_RATE = env.float("TWIN_FAULT_RATE", default=6.0)

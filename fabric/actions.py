@@ -31,6 +31,7 @@ from fabric.models.telemetry import (
     bucket_start,
     retention,
 )
+from fabric.telemetry.liveness import CLUSTER_KEY
 from fabric.topology.rates import LinkRate
 
 log = logging.getLogger(__name__)
@@ -689,6 +690,20 @@ def record_node_findings(
     if counts["raised"] or counts["cleared"]:
         events.send_on_commit(cluster_id, {"kind": "health_changed", "nodes": sorted(changed_nodes), **counts})
     return counts
+
+
+@transaction.atomic
+def record_cluster_findings(
+    cluster_id: int, findings: Iterable, *, rules: Iterable[str], now, hold_down_s: float
+) -> dict:
+    """Findings about the cluster as a whole (the telemetry pipeline, the beat) for the given rules: one open alert per
+    rule, raised, refreshed or cleared after `hold_down_s` like a node's. They never move capacity."""
+    findings = list(findings)
+    if any(f.removes_capacity or f.object_key != CLUSTER_KEY for f in findings):
+        raise ValueError("a cluster-level finding has the key 'cluster' and takes no capacity")
+    return record_node_findings(
+        cluster_id, {CLUSTER_KEY: findings}, now=now, hold_down_s=hold_down_s, only_rules=list(rules)
+    )
 
 
 @transaction.atomic

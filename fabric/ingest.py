@@ -28,8 +28,9 @@ from django.core.cache import cache
 from django.db import transaction
 
 from clusterctl.bulk import copy_rows
+from clusterctl.locks import TaskLock
 from dashboard import broadcast
-from fabric import actions
+from fabric import actions, inbox
 from fabric.collectors.samples import FABRIC_SOURCE, NodeSample
 from fabric.models import GPU, GpuMetric, Node, Port, PortMetric
 from fabric.selectors import fabric_version
@@ -282,34 +283,177 @@ def last_seen(cluster_id: int) -> dict[str, float]:
     return dict(cache.get(seen_key(cluster_id)) or {})
 
 
-def watching_since(cluster_id: int, now: float) -> float:
-    """When liveness started watching this cluster (the first poll after the cache was empty)."""
-    key = f"telemetry:{cluster_id}:since"
-    cache.add(key, now, None)
-    return cache.get(key, now)
+#
+# Liveness against the control plane's own progress (fabric/telemetry/liveness.py is the rule). Three writers, each
+# under its own lock, so no two write the same key: poll_cluster (the rounds sent and the judge's state,
+# `liveness_key`), ingest_batch (the answers it ingested and how far it got, `answers_key`), and nobody else.
+#
+
+LIVENESS_LOCK_S = 60.0  # a poll_cluster (judge and fan-out) takes well under a second; a killed one frees it by then
+INGEST_LOCK_S = 30.0  # a batch takes about a second at 10,000 GPUs; a killed worker's lock lapses by then
 
 
-def check_liveness(cluster_id: int, now: float, seen: dict[str, float] | None = None) -> dict:
-    """Raise/clear the unreachable and down alerts of every node of the cluster from its newest sample time
-    (`seen`: last_seen(), read here unless the caller already has it); a down alert takes the node out of
-    service (actions.record_node_findings). Run by each poll."""
-    nodes = Node.objects.filter(cluster_id=cluster_id).values_list("hostname", flat=True)
-    if seen is None:
-        seen = last_seen(cluster_id)
+def liveness_key(cluster_id: int) -> str:
+    return f"telemetry:{cluster_id}:liveness"
+
+
+def answers_key(cluster_id: int) -> str:
+    return f"telemetry:{cluster_id}:answers"
+
+
+def poll_lock(cluster_id: int) -> TaskLock:
+    """Held by poll_cluster while it judges and sends a round: one at a time per cluster."""
+    return TaskLock(f"telemetry:{cluster_id}:poll", LIVENESS_LOCK_S)
+
+
+def ingest_lock(cluster_id: int) -> TaskLock:
+    """Held by ingest_batch from its drain until its answers are recorded: while it is held, what was drained is not
+    ingested yet, so the liveness check does not take the empty inbox for "ingest has caught up"."""
+    return TaskLock(f"telemetry:{cluster_id}:ingest", INGEST_LOCK_S)
+
+
+def liveness_rules() -> liveness.Rules:
     interval = settings.TELEMETRY_INTERVAL_S
-    findings = liveness.liveness_findings(
-        {n: seen.get(n) for n in nodes},
-        now=now,
+    return liveness.Rules(
         interval_s=interval,
         unreachable_polls=settings.TELEMETRY_UNREACHABLE_POLLS,
         down_polls=settings.TELEMETRY_DOWN_POLLS,
-        watching_since=watching_since(cluster_id, now),
+        # A live agent answers within a second; half an interval (and at least two batch windows) is the time after
+        # which ingest must have its answer if ingest has caught up. Later answers still count, retroactively.
+        answer_s=max(interval / 2, 2 * settings.TELEMETRY_BATCH_WINDOW_S),
+        stalled_fraction=settings.TELEMETRY_STALLED_FRACTION,
     )
+
+
+def _keep_rounds(rules: liveness.Rules) -> int:
+    return rules.down_polls + rules.unreachable_polls + 2
+
+
+# Both keys hold plain dicts, lists and numbers (not the rule's dataclasses): what a running version wrote, the next
+# one reads, and a value it cannot read is a fresh start, never an error in the poll.
+
+
+def _load_state(cluster_id: int) -> liveness.State:
+    found = cache.get(liveness_key(cluster_id))
+    try:
+        return liveness.State(
+            pending=tuple(liveness.Round(float(at), tuple(asked)) for at, asked in found["pending"]),
+            judged=tuple((float(at), int(n)) for at, n in found["judged"]),
+            misses={node: tuple(map(float, ts)) for node, ts in found["misses"].items()},
+            last_sent=found["last_sent"],
+        )
+    except (TypeError, KeyError, ValueError, AttributeError):
+        return liveness.State()
+
+
+def _store_state(cluster_id: int, state: liveness.State) -> None:
+    body = {
+        "pending": [[r.at, list(r.asked)] for r in state.pending],
+        "judged": [list(j) for j in state.judged],
+        "misses": {node: list(ts) for node, ts in state.misses.items()},
+        "last_sent": state.last_sent,
+    }
+    cache.set(liveness_key(cluster_id), body, None)
+
+
+def _load_answers(cluster_id: int) -> dict:
+    found = cache.get(answers_key(cluster_id))
+    if isinstance(found, dict) and {"newest", "counts", "expired"} <= set(found):
+        return found
+    return {"newest": {}, "counts": {}, "expired": {}, "ingested_until": None}
+
+
+def record_round(cluster_id: int, at: float, asked: list[str]) -> None:
+    """poll_cluster sent a round of polls at `at` to `asked` (it holds poll_lock)."""
+    keep = _keep_rounds(liveness_rules())
+    _store_state(cluster_id, liveness.sent(_load_state(cluster_id), liveness.Round(at, tuple(asked)), keep=keep))
+
+
+def record_answers(
+    cluster_id: int,
+    answered: list[tuple[str, float]],
+    expired: list[tuple[str, float]],
+    *,
+    ingested_until: float | None,
+) -> None:
+    """ingest_batch ingested answers (node, send time of the poll it answered) and was told of polls that expired on
+    the broker unsent; everything that reached the inbox before `ingested_until` is ingested (None: a batch whose lock
+    lapsed meanwhile, which cannot say so). Called under ingest_lock."""
+    if not answered and not expired and ingested_until is None:
+        return
+    data = _load_answers(cluster_id)
+    newest: dict[str, float] = data["newest"]
+    counts: dict[float, int] = data["counts"]
+    lapsed: dict[float, list[str]] = data["expired"]
+    for node, at in sorted(answered, key=lambda a: a[1]):
+        if at > newest.get(node, float("-inf")):  # once per node and round; a duplicate or an older answer adds none
+            newest[node] = at
+            counts[at] = counts.get(at, 0) + 1
+    for node, at in expired:
+        if node not in lapsed.setdefault(at, []):
+            lapsed[at].append(node)
+    keep = sorted({*counts, *lapsed})[-3 * _keep_rounds(liveness_rules()) :]
+    data["counts"] = {at: counts[at] for at in keep if at in counts}
+    data["expired"] = {at: lapsed[at] for at in keep if at in lapsed}
+    if ingested_until is not None:
+        data["ingested_until"] = max(ingested_until, data.get("ingested_until") or 0.0)
+    cache.set(answers_key(cluster_id), data, None)
+
+
+def ingest_progress(cluster_id: int, now: float) -> liveness.Progress:
+    """How far ingest got. The inbox is read before the lock: a batch that drained it before the read holds the
+    lock at the second read, and anything pushed after the read arrived after `now`. With nothing waiting and no
+    batch running, ingest has caught up with everything that arrived: the answers still missing never came."""
+    from clusterctl.beat import heartbeat_age
+
+    backlog = inbox.waiting(cluster_id)
+    running = ingest_lock(cluster_id).locked()
+    recorded = _load_answers(cluster_id).get("ingested_until")
+    until = now if backlog == 0 and not running else recorded
+    return liveness.Progress(
+        now=now, ingested_until=until, inbox_backlog=backlog, ingest_running=running, beat_age_s=heartbeat_age(now)
+    )
+
+
+def check_liveness(cluster_id: int, now: float) -> dict:
+    """Judge the rounds ingest has caught up with, then raise/clear every node's unreachable and down alerts (a down
+    alert takes the node out of service: actions.record_node_findings) and the cluster's telemetry_stalled alert.
+    Run by poll_cluster before it sends the next round, under poll_lock."""
+    rules = liveness_rules()
+    data = _load_answers(cluster_id)
+    expired = {at: frozenset(nodes) for at, nodes in data["expired"].items()}
+    answers = liveness.Answers(newest=data["newest"], counts=data["counts"], expired=expired)
+    nodes = list(Node.objects.filter(cluster_id=cluster_id).values_list("hostname", flat=True))
+    verdict = liveness.judge(_load_state(cluster_id), answers, ingest_progress(cluster_id, now), rules, nodes)
+    _store_state(cluster_id, verdict.state)
+    at = datetime.fromtimestamp(now, tz=UTC)
     # A node is back as soon as it answers again; hold-down only keeps a flapping node from bouncing.
-    hold = min(settings.TELEMETRY_HOLD_DOWN_S, interval * settings.TELEMETRY_UNREACHABLE_POLLS)
-    return actions.record_node_findings(
-        cluster_id, findings, now=datetime.fromtimestamp(now, tz=UTC), hold_down_s=hold, only_rules=LIVENESS_RULES
+    hold = min(settings.TELEMETRY_HOLD_DOWN_S, rules.stall_after_s)
+    counts = actions.record_node_findings(
+        cluster_id, verdict.nodes, now=at, hold_down_s=hold, only_rules=LIVENESS_RULES
     )
+    stalled = actions.record_cluster_findings(
+        cluster_id, verdict.cluster, rules=(liveness.STALLED,), now=at, hold_down_s=hold
+    )
+    return {k: counts[k] + stalled[k] for k in counts}
+
+
+def pipeline_status(cluster_id: int, now: float) -> dict[str, float | int | None]:
+    """For /metrics: seconds ingest is behind (0 when caught up; None before anything was ingested), results waiting
+    in the inbox, seconds since the last round of polls was sent (None: none yet)."""
+    progress = ingest_progress(cluster_id, now)
+    last_sent = _load_state(cluster_id).last_sent
+    until = progress.ingested_until
+    return {
+        "ingest_lag_s": None if until is None else max(0.0, now - until),
+        "inbox": progress.inbox_backlog,
+        "last_poll_age_s": None if last_sent is None else max(0.0, now - last_sent),
+    }
+
+
+def forget_liveness(cluster_id: int) -> None:
+    """Drop the rounds, answers and judge's state of a cluster (a cluster deleted, a test's cleanup)."""
+    cache.delete_many([liveness_key(cluster_id), answers_key(cluster_id)])
 
 
 def forget_node(cluster_id: int, node: str) -> None:

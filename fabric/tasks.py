@@ -12,10 +12,12 @@ import dataclasses
 import logging
 import time
 
-from celery import shared_task
+from celery import shared_task, signals, signature
 from django.conf import settings
 from django.core.cache import cache
 from django.db import OperationalError
+
+from clusterctl.locks import TaskLock
 
 log = logging.getLogger(__name__)
 RETRYABLE = (OperationalError, ConnectionError, TimeoutError)
@@ -28,8 +30,9 @@ def poll_all() -> None:
 
     if not settings.TELEMETRY_COLLECTOR:
         return
+    expires = max(settings.TELEMETRY_INTERVAL_S, 5.0)  # one that waited past the next poll is worthless
     for cluster_id in Cluster.objects.values_list("pk", flat=True):
-        poll_cluster.delay(cluster_id)
+        poll_cluster.apply_async((cluster_id,), expires=expires)
 
 
 def _route(host: str) -> dict:
@@ -57,31 +60,48 @@ def fabric_agent(cluster_id: int, hosts: list[str]) -> str | None:
 
 @shared_task(ignore_result=True)
 def poll_cluster(cluster_id: int, collector: str = "") -> int:
-    """Check liveness, then fan out one poll per node onto that node's own queue (and one switch-port poll onto
-    the fabric agent's); each result goes to ingest. Returns the number of node polls sent."""
+    """Judge liveness from the rounds ingest has caught up with, then send the next round: one poll per node onto
+    that node's own queue (and one switch-port poll onto the fabric agent's); each answer goes to ingest with the
+    round's send time. Returns the number of node polls sent; 0 while another poll of this cluster runs."""
+    from fabric import ingest as telemetry
+
+    lock = telemetry.poll_lock(cluster_id)
+    if not lock.acquire():
+        log.info("telemetry: poll of cluster %s skipped, another one is running", cluster_id)
+        return 0
+    try:
+        return _poll_cluster(cluster_id, collector or settings.TELEMETRY_COLLECTOR)
+    finally:
+        lock.release()
+
+
+def _poll_cluster(cluster_id: int, name: str) -> int:
     from fabric.actions import TELEMETRY_REASON
     from fabric.choices import NodeState
-    from fabric.ingest import check_liveness, last_seen
+    from fabric.ingest import check_liveness, last_seen, record_round
     from fabric.models import Node, Switch
 
-    name = collector or settings.TELEMETRY_COLLECTOR
     now = time.time()
+    check_liveness(cluster_id, now)
     seen = last_seen(cluster_id)
-    check_liveness(cluster_id, now, seen)
     interval = settings.TELEMETRY_INTERVAL_S
     expires = max(interval, 5.0)  # a poll older than the next one is worthless
-    sent, live = 0, []
+    asked, live, sent = [], [], 0
     nodes = Node.objects.filter(cluster_id=cluster_id).values_list("hostname", "state", "state_reason")
     for host, state, reason in nodes:
         if state == NodeState.DOWN and not reason.startswith(TELEMETRY_REASON):
             continue  # an operator took it down; a node telemetry took down is still asked, to see it come back
+        asked.append(host)
         stale = now - seen.get(host, 0.0) > 2 * interval
         if stale and settings.TELEMETRY_NODE_QUEUES and _backlog(f"node.{host}"):
+            # Its last poll still waits untaken in its queue: it is asked again by that one (its agent takes none
+            # while the others' agents do), and a dead agent's queue does not pile up one poll per interval.
             continue
         if state == NodeState.UP:
             live.append(host)
-        poll_node.apply_async((host, name), link=ingest.s(cluster_id), expires=expires, **_route(host))
+        poll_node.apply_async((host, name), link=ingest.s(cluster_id, now), expires=expires, **_route(host))
         sent += 1
+    record_round(cluster_id, now, asked)
     agent = fabric_agent(cluster_id, live)
     if agent is not None:
         guids = ["0x" + g for g in Switch.objects.filter(cluster_id=cluster_id).values_list("guid", flat=True)]
@@ -114,44 +134,100 @@ def poll_switches(hostname: str, collector: str, guids: list[str]) -> dict:
     return dataclasses.asdict(sample)
 
 
+# Keys that ingest adds to a result in the inbox: the send time of the poll it answers, and "the poll expired on the
+# broker before an agent took it" (a report, not a sample).
+POLL_AT = "poll_at"
+POLL_EXPIRED = "poll_expired"
+
+
+@signals.task_revoked.connect(dispatch_uid="fabric.tasks.report_expired_poll")
+def report_expired_poll(sender=None, request=None, expired: bool = False, **_) -> None:
+    """A worker dropped a node poll that expired before anyone took it (the agent's queue or the broker was behind):
+    tell ingest through the poll's own link, so that round does not count against the node. Runs wherever the poll
+    was dropped (the node agent, or the central worker when polls share the default queue); needs only the broker."""
+    if not expired or getattr(sender, "name", None) != poll_node.name or request is None or not request.args:
+        return
+    for callback in request.callbacks or ():
+        link = signature(callback, app=sender.app)
+        if link.task == ingest.name:
+            link.apply_async(({"node": request.args[0], POLL_EXPIRED: True},))
+
+
 def _drain_flag(cluster_id: int) -> str:
     return f"telemetry:{cluster_id}:drain"
 
 
+def _schedule_drain(cluster_id: int, *, again: bool = False) -> None:
+    """The first result of a window schedules the batch; `again`: results arrived while a batch ran."""
+    window = settings.TELEMETRY_BATCH_WINDOW_S
+    timeout = max(5.0, 4 * window)
+    if again:
+        cache.set(_drain_flag(cluster_id), 1, timeout=timeout)
+    elif not cache.add(_drain_flag(cluster_id), 1, timeout=timeout):
+        return
+    ingest_batch.apply_async((cluster_id,), countdown=window)
+
+
 @shared_task(ignore_result=True, autoretry_for=RETRYABLE, retry_backoff=True, max_retries=5)
-def ingest(sample: dict, cluster_id: int) -> None:
-    """Central: queue one node's result for the next batch; the first of a window schedules the drain."""
+def ingest(sample: dict, cluster_id: int, poll_at: float | None = None) -> None:
+    """Central: queue one node's result (or the report that its poll expired unsent) for the next batch, with the send
+    time of the poll it answers; the first of a window schedules the drain."""
     from fabric import inbox
 
-    inbox.push(cluster_id, sample)
-    window = settings.TELEMETRY_BATCH_WINDOW_S
-    if cache.add(_drain_flag(cluster_id), 1, timeout=max(5.0, 4 * window)):
-        ingest_batch.apply_async((cluster_id,), countdown=window)
+    inbox.push(cluster_id, sample if poll_at is None else {**sample, POLL_AT: poll_at})
+    _schedule_drain(cluster_id)
+
+
+def _parse(cluster_id: int, raw: list[dict]) -> tuple[list, list[tuple[str, float]], list[tuple[str, float]]]:
+    """Samples, (node, poll sent at) answered, (node, poll sent at) expired unsent."""
+    from fabric.collectors.samples import sample_from_dict
+
+    samples, answered, expired = [], [], []
+    for item in raw:
+        poll_at = item.get(POLL_AT)
+        if item.get(POLL_EXPIRED):
+            if isinstance(poll_at, int | float) and isinstance(item.get("node"), str):
+                expired.append((item["node"], float(poll_at)))
+            continue
+        try:
+            sample = sample_from_dict(item)
+        except (KeyError, TypeError, ValueError) as exc:  # one malformed result must not block the others
+            log.error("telemetry: dropped a malformed sample for cluster %s (%s): %r", cluster_id, exc, item)
+            continue
+        samples.append(sample)
+        if isinstance(poll_at, int | float):
+            answered.append((sample.node, float(poll_at)))
+    return samples, answered, expired
 
 
 @shared_task(ignore_result=True, autoretry_for=RETRYABLE, retry_backoff=True, max_retries=5)
 def ingest_batch(cluster_id: int) -> int:
-    """Central: ingest everything waiting in the cluster's inbox as one batch. Idempotent (older or already
-    stored samples are ignored); on a database or cache outage the batch goes back to the inbox and retries."""
+    """Central: ingest everything waiting in the cluster's inbox as one batch, then record the answers and how far
+    ingest got (fabric.ingest.record_answers). One batch at a time per cluster. Idempotent (older or already stored
+    samples are ignored); on a database or cache outage the batch goes back to the inbox and retries."""
     from fabric import inbox
-    from fabric.collectors.samples import sample_from_dict
-    from fabric.ingest import ingest_samples
+    from fabric.ingest import ingest_lock, ingest_samples, record_answers
 
-    cache.delete(_drain_flag(cluster_id))  # results arriving from now on schedule the next batch
-    raw = inbox.drain(cluster_id)
-    samples = []
-    for item in raw:
-        try:
-            samples.append(sample_from_dict(item))
-        except (KeyError, TypeError, ValueError) as exc:  # one malformed result must not block the others
-            log.error("telemetry: dropped a malformed sample for cluster %s (%s): %r", cluster_id, exc, item)
-    if not samples:
+    lock = ingest_lock(cluster_id)
+    if not lock.acquire():
+        if not ingest_batch.request.is_eager:  # (inline, the retry would find the same holder: the next result retries)
+            _schedule_drain(cluster_id, again=True)  # after the batch running now, which may have drained before these
         return 0
     try:
-        ingest_samples(cluster_id, samples)
-    except RETRYABLE:
-        inbox.push_front(cluster_id, raw)
-        raise
+        started = time.time()
+        cache.delete(_drain_flag(cluster_id))  # results arriving from now on schedule the next batch
+        raw = inbox.drain(cluster_id)
+        samples, answered, expired = _parse(cluster_id, raw)
+        if samples:
+            try:
+                ingest_samples(cluster_id, samples)
+            except RETRYABLE:
+                inbox.push_front(cluster_id, raw)
+                raise
+        # A batch whose lock lapsed may have run beside a later one: it cannot say that ingest caught up to its start.
+        record_answers(cluster_id, answered, expired, ingested_until=started if lock.owned() else None)
+    finally:
+        lock.release()
     return len(samples)
 
 
@@ -164,14 +240,15 @@ SERIES_LOCK_S = 15 * 60
 
 
 def _exclusive(name: str, action) -> dict | None:
-    key = f"fabric:series-lock:{name}"
-    if not cache.add(key, 1, timeout=SERIES_LOCK_S):
+    lock = TaskLock(f"fabric:series-lock:{name}", SERIES_LOCK_S)
+    if not lock.acquire():
         log.info("telemetry: %s skipped, the previous run still holds its lock", name)
         return None
     try:
         return action()
     finally:
-        cache.delete(key)
+        if not lock.release():  # ran past its lock: another run may have started meanwhile (and keeps its lock)
+            log.warning("telemetry: %s ran longer than its %s s lock", name, SERIES_LOCK_S)
 
 
 @shared_task(ignore_result=True, autoretry_for=RETRYABLE, retry_backoff=True, max_retries=3)

@@ -15,7 +15,7 @@ from fabric.collectors.samples import GpuSample, PortSample
 from .rates import PortRates, counter_delta
 
 Severity = Literal["critical", "warning", "info"]
-ObjectKind = Literal["gpu", "port", "node"]
+ObjectKind = Literal["gpu", "port", "node", "cluster"]  # "cluster": the telemetry pipeline, the beat
 
 # XIDs that mean the GPU cannot be trusted with work until someone acts (reset, drain, RMA).
 CRITICAL_XIDS: frozenset[int] = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120})

@@ -183,7 +183,6 @@ def test_worker_and_beat_run_the_clusterctl_celery_app(services):
     worker, beat = command(services["worker"]), command(services["beat"])
     assert worker[:4] == ["celery", "-A", "clusterctl", "worker"]
     assert beat[:4] == ["celery", "-A", "clusterctl", "beat"]
-    assert beat[beat.index("--schedule") + 1].startswith("/tmp/"), "beat must write its schedule where it may"
 
 
 def option(cmd: list[str], name: str) -> str:
@@ -222,12 +221,16 @@ def test_store_healthchecks(services):
     assert "redis-cli ping" in healthcheck_test(services["redis"])
 
 
-def test_exactly_one_beat(services):
-    beats = [name for name, service in services.items() if service.get("command") and "beat" in command(service)[:4]]
-    assert beats == ["beat"], beats
-    beat = services["beat"]
-    assert int(beat.get("scale", 1)) == 1
-    assert int((beat.get("deploy") or {}).get("replicas", 1)) == 1
+def test_beat_uses_the_lock_holding_scheduler_so_a_second_beat_is_safe(services):
+    beat = command(services["beat"])
+    # The scheduler comes from the settings (RedBeat when REDIS_URL is set, as compose sets it): neither a command-line
+    # scheduler nor a schedule file may replace it with one that does not hold a lock.
+    assert not {"-S", "--scheduler", "-s", "--schedule"} & set(beat), beat
+    assert re.search(
+        r'^CELERY_BEAT_SCHEDULER = "clusterctl\.beat:RedBeatScheduler" if REDIS_URL', SETTINGS.read_text(), re.M
+    )
+    assert "REDIS_URL" in services["beat"]["environment"]
+    assert "heartbeat_age" in healthcheck_test(services["beat"])
 
 
 def test_stores_are_not_published_on_the_host(services):
@@ -241,10 +244,10 @@ def test_web_healthcheck_matches_the_image_healthcheck(services):
     assert services["web"]["healthcheck"]["test"] == ["CMD", *exec_form]
 
 
-def test_compose_header_explains_scaling_and_single_beat():
+def test_compose_header_explains_scaling_and_the_beat_lock():
     header = COMPOSE.read_text().split("\nx-app:", 1)[0]
     assert "docker compose up -d --scale worker=4 --scale web=2" in header
-    assert "ONE beat" in header
+    assert "only the beat holding the lock sends" in header
     assert "docker compose run --rm web python manage.py createsuperuser" in header
 
 

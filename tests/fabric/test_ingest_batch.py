@@ -1,8 +1,7 @@
-"""Batch ingest of a whole poll, switch ports from the fabric agent, smoothing, liveness, the inbox."""
+"""Batch ingest of a whole poll, switch ports from the fabric agent, smoothing, the inbox (liveness:
+test_liveness_pipeline.py)."""
 
 from __future__ import annotations
-
-import time
 
 import pytest
 from django.core.cache import cache
@@ -10,7 +9,7 @@ from django.core.cache import cache
 from fabric import inbox, tasks
 from fabric.actions import TELEMETRY_REASON, set_node_state
 from fabric.collectors.samples import FABRIC_SOURCE, GpuSample, NodeSample, PortSample
-from fabric.ingest import check_liveness, ingest_samples, last_seen, latest_utilisation, node_loads
+from fabric.ingest import ingest_samples, last_seen, latest_utilisation, node_loads
 from fabric.models import GPU, Alert, Link, Node, Port, PortMetric
 from tests.factories import fat_tree
 
@@ -98,67 +97,6 @@ def test_a_switch_port_going_down_takes_its_link_down(cluster):
     alert = Alert.objects.get(rule="port_down")
     assert alert.object_key == f"{FABRIC_SOURCE}/0x{port.switch.guid}/{port.number}"
     assert Link.objects.get(pk=port.link_id).state == "down"
-
-
-def test_liveness_marks_silent_nodes_unreachable_then_down(cluster, settings):
-    settings.TELEMETRY_INTERVAL_S = 10.0
-    now = time.time()
-    nodes = list(Node.objects.filter(cluster=cluster).order_by("hostname"))
-    quiet, gone = nodes[0], nodes[1]
-    ingest_samples(cluster.pk, [host_sample(n, now, 0) for n in nodes[2:]])
-    ingest_samples(cluster.pk, [host_sample(quiet, now - 35, 0), host_sample(gone, now - 120, 0)])
-    check_liveness(cluster.pk, now)
-    rules = dict(Alert.objects.filter(cleared_at__isnull=True).values_list("object_key", "rule"))
-    assert rules == {f"{quiet.hostname}/node": "node_unreachable", f"{gone.hostname}/node": "node_down"}
-    gone.refresh_from_db()
-    quiet.refresh_from_db()
-    assert gone.state == "down" and gone.state_reason.startswith(TELEMETRY_REASON)
-    assert quiet.state == "up"
-
-
-def test_a_node_taken_down_by_liveness_comes_back_when_it_answers(cluster, settings):
-    settings.TELEMETRY_INTERVAL_S = 10.0
-    now = time.time()
-    gone = Node.objects.filter(cluster=cluster).first()
-    ingest_samples(cluster.pk, [host_sample(gone, now - 200, 0)])
-    check_liveness(cluster.pk, now - 60)
-    gone.refresh_from_db()
-    assert gone.state == "down"
-    ingest_samples(cluster.pk, [host_sample(gone, now - 45, 0)])
-    check_liveness(cluster.pk, now - 45)  # answering again, but held down a moment against flapping
-    gone.refresh_from_db()
-    assert gone.state == "down"
-    ingest_samples(cluster.pk, [host_sample(gone, now, 0)])
-    check_liveness(cluster.pk, now)
-    gone.refresh_from_db()
-    assert gone.state == "up" and gone.state_reason == ""
-    assert not Alert.objects.filter(cleared_at__isnull=True, object_key__startswith=f"{gone.hostname}/").exists()
-
-
-def test_liveness_never_brings_up_a_node_an_operator_took_down(cluster, settings):
-    settings.TELEMETRY_INTERVAL_S = 10.0
-    now = time.time()
-    node = Node.objects.filter(cluster=cluster).first()
-    set_node_state([node], "down", "RMA: bad DIMM")
-    ingest_samples(cluster.pk, [host_sample(node, now - 200, 0)])
-    check_liveness(cluster.pk, now - 60)
-    ingest_samples(cluster.pk, [host_sample(node, now, 0)])
-    check_liveness(cluster.pk, now + 100)
-    node.refresh_from_db()
-    assert (node.state, node.state_reason) == ("down", "RMA: bad DIMM")
-
-
-def test_down_node_gpus_leave_schedulable_capacity(cluster, settings):
-    from scheduler.adapters import build_snapshot
-
-    settings.TELEMETRY_INTERVAL_S = 10.0
-    now = time.time()
-    gone = Node.objects.filter(cluster=cluster).first()
-    ingest_samples(cluster.pk, [host_sample(gone, now - 200, 0)])
-    check_liveness(cluster.pk, now)
-    snapshot, _ = build_snapshot(cluster.pk)
-    state = next(n for n in snapshot.nodes if n.hostname == gone.hostname)
-    assert not state.up and not state.schedulable
 
 
 def test_inbox_keeps_order_and_takes_back_a_failed_batch(settings):

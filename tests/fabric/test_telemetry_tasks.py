@@ -26,7 +26,9 @@ def test_sample_survives_json_round_trip():
     assert sample_from_dict(json.loads(json.dumps(dataclasses.asdict(s)))) == s
 
 
-def test_poll_cluster_ingests_every_node(static_collector):
+def test_poll_cluster_ingests_every_node(static_collector, settings):
+    # Polls run inline here: no node queue to look at (a shared test broker may hold another run's node.gpu0001).
+    settings.TELEMETRY_NODE_QUEUES = False
     cluster = fat_tree("poll", nodes=2, gpus_per_node=8, leaf_ports=16)
     assert tasks.poll_cluster(cluster.pk, static_collector) == 2
     tasks.poll_cluster(cluster.pk, static_collector)  # a second poll gives rates
@@ -46,3 +48,31 @@ def test_poll_node_needs_no_database(static_collector, django_assert_num_queries
     with django_assert_num_queries(0):
         body = tasks.poll_node("gpu0001", static_collector)
     assert body["node"] == "gpu0001" and body["ports"][0]["device"] == "mlx5_0"
+
+
+def test_a_slow_run_does_not_release_the_lock_that_a_later_run_took(monkeypatch):
+    """Run A outlives its lock; run B takes the lapsed lock; A finishing must leave B's lock held."""
+    import threading
+    import time
+
+    monkeypatch.setattr(tasks, "SERIES_LOCK_S", 0.5)
+    b_holds, b_may_end = threading.Event(), threading.Event()
+
+    def run_b():
+        b_holds.set()
+        b_may_end.wait(10)
+        return {"run": "b"}
+
+    a = threading.Thread(target=tasks._exclusive, args=("rollup", lambda: time.sleep(1.0)))
+    a.start()
+    time.sleep(0.7)  # A's lock lapsed at 0.5 s; A is still running
+    b = threading.Thread(target=tasks._exclusive, args=("rollup", run_b))
+    b.start()
+    assert b_holds.wait(5), "run B did not get the lapsed lock"
+    a.join(5)  # A ends at 1.0 s and releases
+    try:
+        assert tasks._exclusive("rollup", lambda: {"run": "c"}) is None  # B still holds it: a third run skips
+    finally:
+        b_may_end.set()
+        b.join(5)
+    assert tasks._exclusive("rollup", lambda: {"run": "d"}) == {"run": "d"}  # released by B itself

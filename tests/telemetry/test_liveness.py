@@ -1,37 +1,182 @@
-"""Liveness rule: polls missed -> unreachable -> down, judged from the newest sample time."""
+"""Liveness rule (pure): polls sent and answers ingested -> node findings and one cluster finding for the pipeline.
+
+Every figure here is worked by hand: polls every 10 s, unreachable after 3 missed, down after 10, answers due
+5 s after sending, a poll missed by half the nodes or more is the pipeline's.
+"""
 
 from __future__ import annotations
 
 import pytest
 
-from fabric.telemetry.liveness import DOWN, UNREACHABLE, liveness_findings
+from fabric.telemetry.liveness import (
+    BEAT_STALLED,
+    DOWN,
+    STALLED,
+    UNREACHABLE,
+    Answers,
+    Progress,
+    Round,
+    Rules,
+    State,
+    beat_findings,
+    judge,
+    sent,
+)
+
+RULES = Rules(interval_s=10.0, unreachable_polls=3, down_polls=10, answer_s=5.0, stalled_fraction=0.5)
+NODES = ("a", "b", "c", "d")
 
 
-def judge(seen, now=1000.0, since=0.0):
-    return liveness_findings(seen, now=now, interval_s=10.0, unreachable_polls=3, down_polls=10, watching_since=since)
+def history(answered: dict[float, set[str]], asked=NODES, newest_before: dict[str, float] | None = None):
+    """Rounds sent at the given times to `asked`, and the Answers ingest recorded for them."""
+    state = State()
+    for at in sorted(answered):
+        state = sent(state, Round(at, tuple(asked)), keep=20)
+    newest = dict(newest_before or {})
+    for at, nodes in sorted(answered.items()):
+        for n in nodes:
+            newest[n] = at
+    return state, Answers(newest=newest, counts={at: len(n) for at, n in answered.items()})
 
 
-def test_recent_node_is_live_with_no_findings():
-    assert judge({"a": 985.0}) == {"a": []}
+def at(now: float, until: float | None = None, **extra) -> Progress:
+    return Progress(now=now, ingested_until=now if until is None else until, **extra)
 
 
-def test_three_missed_polls_make_a_node_unreachable_without_removing_capacity():
-    (f,) = judge({"a": 965.0})["a"]
-    assert f.rule == UNREACHABLE and f.severity == "warning" and not f.removes_capacity
-    assert f.object_key == "a/node" and "3 polls missed" in f.message
+def test_a_node_that_missed_three_polls_the_others_answered_is_unreachable():
+    state, answers = history({100.0: {"b", "c", "d"}, 110.0: {"b", "c", "d"}, 120.0: {"b", "c", "d"}},
+                             newest_before={"a": 90.0})  # fmt: skip
+    verdict = judge(state, answers, at(130.0), RULES, NODES)
+    (f,) = verdict.nodes["a"]
+    assert (f.rule, f.severity, f.removes_capacity, f.object_key) == (UNREACHABLE, "warning", False, "a/node")
+    assert f.message == (
+        "unreachable: no answer to the last 3 polls the other nodes answered (last answer to a poll sent 40 s ago)"
+    )
+    assert verdict.nodes["b"] == verdict.nodes["c"] == verdict.nodes["d"] == []
+    assert verdict.cluster == [] and verdict.streaks == {"a": 3, "b": 0, "c": 0, "d": 0}
+
+
+def test_two_missed_polls_are_not_yet_unreachable():
+    state, answers = history({100.0: {"b", "c", "d"}, 110.0: {"b", "c", "d"}})
+    assert judge(state, answers, at(130.0), RULES, NODES).nodes["a"] == []
 
 
 def test_ten_missed_polls_take_a_node_down():
-    (f,) = judge({"a": 900.0})["a"]
-    assert f.rule == DOWN and f.severity == "critical" and f.removes_capacity
+    state, answers = history({100.0 + 10 * i: {"b", "c", "d"} for i in range(10)})
+    (f,) = judge(state, answers, at(200.0), RULES, NODES).nodes["a"]
+    assert (f.rule, f.severity, f.removes_capacity) == (DOWN, "critical", True)
+    assert f.message.endswith("(never answered a poll): node taken out of service")
 
 
-def test_never_seen_node_is_judged_from_when_watching_started():
-    assert judge({"a": None}, since=995.0) == {"a": []}
-    assert judge({"a": None}, since=900.0)["a"][0].rule == DOWN
+def test_an_answer_ends_the_streak():
+    state, answers = history({100.0: {"b", "c", "d"}, 110.0: {"b", "c", "d"}, 120.0: set(NODES)})
+    verdict = judge(state, answers, at(130.0), RULES, NODES)
+    assert verdict.nodes["a"] == [] and verdict.streaks["a"] == 0 and "a" not in verdict.state.misses
 
 
-@pytest.mark.parametrize(("unreachable", "down"), [(0, 3), (4, 3)])
-def test_thresholds_must_be_ordered(unreachable, down):
-    with pytest.raises(ValueError, match="unreachable_polls"):
-        liveness_findings({}, now=0, interval_s=1, unreachable_polls=unreachable, down_polls=down, watching_since=0)
+def test_rounds_whose_answers_are_not_ingested_yet_are_not_judged():
+    # Ingest caught up to 112 s: the round of 100 s was due at 105 (judged), those of 110 and 120 at 115 and 125.
+    state, answers = history({100.0: {"b", "c", "d"}, 110.0: set(), 120.0: set()})
+    verdict = judge(state, answers, at(130.0, until=112.0), RULES, NODES)
+    assert verdict.streaks == {"a": 1, "b": 0, "c": 0, "d": 0}
+    assert [r.at for r in verdict.state.pending] == [110.0, 120.0]
+    assert verdict.cluster == []  # 18 s behind, under the 30 s of three intervals
+
+
+def test_ingest_three_intervals_behind_is_one_cluster_finding_and_no_node_finding():
+    state, answers = history({100.0: set(), 110.0: set(), 120.0: set()})
+    verdict = judge(state, answers, at(130.0, until=95.0, inbox_backlog=12), RULES, NODES)
+    (f,) = verdict.cluster
+    assert (f.rule, f.object_kind, f.object_key, f.removes_capacity) == (STALLED, "cluster", "cluster", False)
+    assert "ingest: 35 s behind (12 results wait in the inbox)" in f.message
+    assert all(findings == [] for findings in verdict.nodes.values())  # nobody judged: no misses at all
+    assert len(verdict.state.pending) == 3
+
+
+@pytest.mark.parametrize(("answered", "streak"), [({"b", "c", "d"}, 3), ({"c", "d"}, 0)])
+def test_a_poll_missed_by_half_the_nodes_or_more_counts_against_nobody(answered, streak):
+    # 1 of 4 missing (25 %) is the node's; 2 of 4 (50 %) is the pipeline's.
+    state, answers = history({100.0: answered, 110.0: answered, 120.0: answered})
+    assert judge(state, answers, at(130.0), RULES, NODES).streaks["a"] == streak
+
+
+def test_three_polls_in_a_row_missed_by_most_nodes_are_one_pipeline_alert():
+    nodes = tuple(f"n{i}" for i in range(10))
+    answered = {"n6", "n7", "n8", "n9"}  # 6 of 10 silent: 60 %
+    state, answers = history({100.0: answered, 110.0: answered, 120.0: answered}, asked=nodes)
+    verdict = judge(state, answers, at(130.0), RULES, nodes)
+    (f,) = verdict.cluster
+    assert f.rule == STALLED and not f.removes_capacity
+    assert (
+        "answers: 6 of 10 nodes (60%) missed the newest poll, and at least 50% missed each of the last 3" in f.message
+    )
+    assert all(findings == [] for findings in verdict.nodes.values()) and set(verdict.nodes) == set(nodes)
+
+
+def test_two_such_polls_are_not_yet_an_alert():
+    state, answers = history({110.0: {"d"}, 120.0: {"d"}})
+    assert judge(state, answers, at(130.0), RULES, NODES).cluster == []
+
+
+def test_a_poll_that_expired_on_the_broker_is_no_miss():
+    state, answers = history({100.0: {"b", "c", "d"}, 110.0: {"b", "c", "d"}, 120.0: {"b", "c", "d"}})
+    answers = Answers(answers.newest, answers.counts, expired={100.0: frozenset("a"), 110.0: frozenset("a")})
+    assert judge(state, answers, at(130.0), RULES, NODES).streaks["a"] == 1
+
+
+def test_a_late_expiry_report_or_a_late_answer_takes_back_misses_already_counted():
+    state = State(misses={"a": (100.0, 110.0, 120.0)}, last_sent=120.0)
+    expired_late = Answers(expired={110.0: frozenset("a")})
+    assert judge(state, expired_late, at(130.0), RULES, NODES).streaks["a"] == 2
+    answered_late = Answers(newest={"a": 110.0})
+    assert judge(state, answered_late, at(130.0), RULES, NODES).streaks["a"] == 1
+
+
+def test_a_node_not_asked_is_not_charged():
+    state, answers = history({100.0: {"b", "c"}, 110.0: {"b", "c"}, 120.0: {"b", "c"}}, asked=("b", "c", "d"))
+    verdict = judge(state, answers, at(130.0), RULES, NODES)
+    assert verdict.streaks == {"a": 0, "b": 0, "c": 0, "d": 3}
+
+
+@pytest.mark.parametrize(("beat_age", "cause"), [(100.0, "beat/polls: no poll was sent for 100 s, beat's last tick "
+                                                  "was 100 s ago"), (2.0, "broker/polls: no poll was sent for 100 s "
+                                                  "though beat ticks")])  # fmt: skip
+def test_polls_never_sent_blame_the_beat_or_the_broker_not_the_nodes(beat_age, cause):
+    state, answers = history({100.0: set(NODES)})
+    verdict = judge(state, answers, at(200.0, beat_age_s=beat_age), RULES, NODES)
+    (f,) = verdict.cluster
+    assert cause in f.message
+    assert verdict.nodes == {n: [] for n in NODES}
+
+
+def test_while_the_pipeline_is_behind_a_node_with_misses_is_left_as_it_is():
+    state = State(misses={"a": (100.0, 110.0, 120.0)}, last_sent=120.0)
+    verdict = judge(state, Answers(newest={"a": 90.0, "b": 120.0}), at(200.0), RULES, NODES)
+    assert verdict.cluster and "a" not in verdict.nodes and verdict.nodes["b"] == []
+    assert verdict.state.misses == {"a": (100.0, 110.0, 120.0)}
+
+
+def test_at_most_keep_rounds_wait_for_judgement():
+    state = State()
+    for t in (100.0, 110.0, 120.0):
+        state = sent(state, Round(t, NODES), keep=2)
+    assert [r.at for r in state.pending] == [110.0, 120.0] and state.last_sent == 120.0
+
+
+def test_beat_findings():
+    assert beat_findings(30.0, limit_s=30.0) == []
+    (f,) = beat_findings(31.0, limit_s=30.0)
+    assert (f.rule, f.severity, f.object_key, f.removes_capacity) == (BEAT_STALLED, "critical", "cluster", False)
+    assert f.message.startswith("beat's last tick was 31 s ago (limit 30 s)")
+    assert beat_findings(None, limit_s=30.0)[0].message.startswith("no beat has ticked yet")
+
+
+@pytest.mark.parametrize(
+    ("options", "word"),
+    [({"unreachable_polls": 0}, "unreachable_polls"), ({"unreachable_polls": 11}, "unreachable_polls"),
+     ({"stalled_fraction": 0.0}, "stalled_fraction"), ({"interval_s": 0.0}, "interval_s")],
+)  # fmt: skip
+def test_rules_are_checked(options, word):
+    values = {"interval_s": 10.0, "unreachable_polls": 3, "down_polls": 10, "answer_s": 5.0, **options}
+    with pytest.raises(ValueError, match=word):
+        Rules(**values)
