@@ -289,11 +289,13 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
-        "rest_framework.filters.OrderingFilter",
+        "clusterctl.filters.OrderingFilter",  # refuses unknown fields instead of ignoring them
     ],
     "DEFAULT_PAGINATION_CLASS": "clusterctl.pagination.Pagination",
     "PAGE_SIZE": 100,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Every 400 as field -> [messages], also those a view raises itself (clusterctl/errors.py, clusterctl/openapi.py).
+    "EXCEPTION_HANDLER": "clusterctl.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "clusterctl API",
@@ -305,6 +307,11 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "ENUM_NAME_OVERRIDES": {"JobStatusEnum": "scheduler.choices.JobStatus"},
+    # The error answers every operation can give, with their body shapes (clusterctl/openapi.py).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "clusterctl.openapi.declare_error_responses",
+    ],
 }
 
 #

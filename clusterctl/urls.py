@@ -30,3 +30,6 @@ urlpatterns = [
     ),
     path("api/v1/auth/", include("rest_framework.urls")),
 ]
+
+# An unmatched path under /api/ answers the API's JSON 404, not an HTML page (clusterctl/errors.py).
+handler404 = "clusterctl.errors.not_found"

@@ -1,12 +1,19 @@
 import django_filters as filters
 
+from clusterctl.filters import ChoiceFilter, NumberFilter, StrictFilterSet
 from fabric.choices import GpuHealth, LinkState, NodeRole, NodeState, SwitchRole
-from fabric.models import GPU, Link, Node, Switch
+from fabric.models import GPU, Cluster, Link, Node, Switch
 
 
-class SwitchFilterSet(filters.FilterSet):
+class ClusterFilterSet(StrictFilterSet):
+    class Meta:
+        model = Cluster
+        fields = ["name"]
+
+
+class SwitchFilterSet(StrictFilterSet):
     cluster = filters.CharFilter(field_name="cluster__name")
-    role = filters.ChoiceFilter(choices=SwitchRole.choices)
+    role = ChoiceFilter(choices=SwitchRole.choices)
     q = filters.CharFilter(method="search", label="name, GUID or description contains")
 
     class Meta:
@@ -19,7 +26,7 @@ class SwitchFilterSet(filters.FilterSet):
         return queryset.filter(Q(name__icontains=value) | Q(guid__icontains=value) | Q(description__icontains=value))
 
 
-class NodeFilterSet(filters.FilterSet):
+class NodeFilterSet(StrictFilterSet):
     cluster = filters.CharFilter(field_name="cluster__name")
     role = filters.ChoiceFilter(choices=NodeRole.choices)
     state = filters.ChoiceFilter(choices=NodeState.choices)
@@ -30,19 +37,19 @@ class NodeFilterSet(filters.FilterSet):
         fields = ["cluster", "role", "state", "rack", "gpu_model", "hostname"]
 
 
-class LinkFilterSet(filters.FilterSet):
+class LinkFilterSet(StrictFilterSet):
     cluster = filters.CharFilter(field_name="cluster__name")
     state = filters.ChoiceFilter(choices=LinkState.choices)
     switch = filters.CharFilter(field_name="ports__switch__name", distinct=True, label="switch name at either end")
     node = filters.CharFilter(field_name="ports__hca__node__hostname", distinct=True, label="node at either end")
-    capacity_gbps__lt = filters.NumberFilter(field_name="capacity_gbps", lookup_expr="lt")
+    capacity_gbps__lt = NumberFilter(field_name="capacity_gbps", lookup_expr="lt")
 
     class Meta:
         model = Link
         fields = ["cluster", "state", "speed", "width"]
 
 
-class GpuFilterSet(filters.FilterSet):
+class GpuFilterSet(StrictFilterSet):
     cluster = filters.CharFilter(field_name="node__cluster__name")
     node = filters.CharFilter(field_name="node__hostname")
     health = filters.ChoiceFilter(choices=GpuHealth.choices)

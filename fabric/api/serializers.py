@@ -2,17 +2,18 @@
 
 from rest_framework import serializers
 
+from clusterctl.serializers import StrictCharField, StrictModelSerializer
 from fabric.models import GPU, Cluster, Link, Node, Port, Switch
 
 
-class ClusterSerializer(serializers.ModelSerializer):
+class ClusterSerializer(StrictModelSerializer):
     class Meta:
         model = Cluster
         fields = ["id", "url", "name", "description", "created", "updated"]
         read_only_fields = ["created", "updated"]
 
 
-class SwitchSerializer(serializers.ModelSerializer):
+class SwitchSerializer(StrictModelSerializer):
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
 
     class Meta:
@@ -26,7 +27,7 @@ class SwitchSerializer(serializers.ModelSerializer):
         ]  # fmt: skip
 
 
-class NodeSerializer(serializers.ModelSerializer):
+class NodeSerializer(StrictModelSerializer):
     cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
     gpu_count = serializers.IntegerField(read_only=True)
     hca_count = serializers.IntegerField(read_only=True)
@@ -41,7 +42,7 @@ class NodeSerializer(serializers.ModelSerializer):
 
 
 class NodeStateSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
+    reason = StrictCharField(max_length=255, required=False, allow_blank=True, default="")
 
 
 class LinkEndSerializer(serializers.ModelSerializer):
@@ -86,7 +87,7 @@ class LinkSerializer(serializers.ModelSerializer):
         return self._end(link, "b")
 
 
-class GpuSerializer(serializers.ModelSerializer):
+class GpuSerializer(StrictModelSerializer):
     node = serializers.SlugRelatedField(slug_field="hostname", read_only=True)
     node_id = serializers.IntegerField(read_only=True)
     cluster = serializers.CharField(source="node.cluster.name", read_only=True)

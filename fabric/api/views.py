@@ -2,13 +2,15 @@
 
 from django.db.models import Count, IntegerField, OuterRef, ProtectedError, Subquery
 from django.db.models.functions import Coalesce
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import APIException
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 
+from clusterctl.openapi import error_response
+from clusterctl.pagination import query_int
 from fabric import actions
 from fabric.adapters import fabric_for_cluster
 from fabric.api import filtersets
@@ -47,11 +49,19 @@ class ImportSerializer(serializers.Serializer):
     node = serializers.CharField(required=False, allow_blank=True, default="", help_text="for nvidia-topo")
 
 
+MAX_TOP_LINKS = 200
+
+
+@extend_schema_view(
+    destroy=extend_schema(
+        responses={204: None, 409: error_response("The cluster still has jobs: cancel and remove them first.")}
+    )
+)
 class ClusterViewSet(ActionsWriteMixin, viewsets.ModelViewSet):
     queryset = Cluster.objects.all()
     serializer_class = ClusterSerializer
     permission_classes = [IsStaffOrReadOnly]
-    filterset_fields = ["name"]
+    filterset_class = filtersets.ClusterFilterSet
 
     def perform_create(self, serializer):
         try:
@@ -72,7 +82,15 @@ class ClusterViewSet(ActionsWriteMixin, viewsets.ModelViewSet):
         cluster = self.get_object()
         return Response({"cluster": cluster.name, **analyse(fabric_for_cluster(cluster)).to_dict()})
 
-    @extend_schema(responses={200: dict})
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "top", {"type": "integer", "minimum": 1, "maximum": MAX_TOP_LINKS}, default=10,
+                description=f"How many of the busiest links, 1-{MAX_TOP_LINKS} (default 10).",
+            )
+        ],
+        responses={200: dict},
+    )  # fmt: skip
     @action(detail=True, methods=["get"])
     def load(self, request, pk=None):
         """Live load: the busiest links of the cluster right now (`?top=N`, default 10, at most 200), and each
@@ -81,12 +99,7 @@ class ClusterViewSet(ActionsWriteMixin, viewsets.ModelViewSet):
         from scheduler.selectors import pool_load
 
         cluster = self.get_object()
-        try:
-            top = int(request.query_params.get("top", 10))
-        except ValueError:
-            raise serializers.ValidationError({"top": "must be a whole number"}) from None
-        if not 1 <= top <= 200:
-            raise serializers.ValidationError({"top": "must be between 1 and 200"})
+        top = query_int(request, "top", 1, MAX_TOP_LINKS, 10)
         pools = list(Pool.objects.filter(cluster=cluster).order_by("name"))
         loads = pool_load(pools)
         return Response(

@@ -1,15 +1,16 @@
 import django_filters as filters
 
+from clusterctl.filters import IdFilter, StrictFilterSet
 from scheduler.choices import JobStatus, SharingMode, Workload
-from scheduler.models import Job
+from scheduler.models import Job, Quota
 
 
-class JobFilterSet(filters.FilterSet):
+class JobFilterSet(StrictFilterSet):
     status = filters.MultipleChoiceFilter(choices=JobStatus.choices)
     sharing = filters.ChoiceFilter(choices=SharingMode.choices)
     workload = filters.ChoiceFilter(choices=Workload.choices)
     cluster = filters.CharFilter(field_name="pool__cluster__name")
-    pool = filters.NumberFilter(field_name="pool_id")
+    pool = IdFilter(field_name="pool_id")
     priority_class = filters.CharFilter(field_name="priority_class__name")
     name = filters.CharFilter(lookup_expr="icontains")
     submitted_after = filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
@@ -17,3 +18,11 @@ class JobFilterSet(filters.FilterSet):
     class Meta:
         model = Job
         fields = ["status", "sharing", "workload", "cluster", "pool", "priority_class", "name", "held"]
+
+
+class QuotaFilterSet(StrictFilterSet):
+    pool = IdFilter(field_name="pool_id")
+
+    class Meta:
+        model = Quota
+        fields = ["pool"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from clusterctl.serializers import StrictBooleanField, StrictCharField, StrictModelSerializer
 from scheduler.choices import SharingMode, Workload
 from scheduler.launch.env import LaunchEnvError, check_job_env
 from scheduler.models import Allocation, Job, JobEvent, Launch, Pool, PriorityClass, Quota
@@ -21,7 +22,7 @@ JOB_READ_ONLY = [
 ]  # fmt: skip
 
 
-class JobSerializer(serializers.ModelSerializer):
+class JobSerializer(StrictModelSerializer):
     tenant = serializers.CharField(source="tenant.name", read_only=True)
     cluster = serializers.CharField(source="pool.cluster.name", read_only=True)
     pool = serializers.PrimaryKeyRelatedField(queryset=Pool.objects.all(), required=False)
@@ -29,21 +30,21 @@ class JobSerializer(serializers.ModelSerializer):
         slug_field="name", queryset=PriorityClass.objects.all(), required=False
     )
     # A hostname, resolved in the job's own cluster (hostnames are unique per cluster only).
-    dataset_node = serializers.CharField(source="dataset_node.hostname", required=False, allow_null=True)
-    preemptible = serializers.BooleanField(
+    dataset_node = StrictCharField(source="dataset_node.hostname", required=False, allow_null=True)
+    preemptible = StrictBooleanField(
         required=False, allow_null=True, default=None, help_text="Default: the priority class's setting."
     )
     queue_position = serializers.SerializerMethodField(help_text="1-based place among pending jobs, last round.")
     pending_reason = serializers.SerializerMethodField(help_text="Why it waits, in plain words.")
     env = serializers.DictField(
-        child=serializers.CharField(allow_blank=True, max_length=4096, trim_whitespace=False), required=False
+        child=StrictCharField(allow_blank=True, max_length=4096, trim_whitespace=False), required=False
     )
-    command = serializers.CharField(
+    command = StrictCharField(
         required=False, allow_blank=True, max_length=65_536, trim_whitespace=False,
         help_text="Run under /bin/sh -c on each node (process launcher), or as the container's command.",
     )  # fmt: skip
-    image = serializers.CharField(required=False, allow_blank=True, max_length=255)
-    workdir = serializers.CharField(
+    image = StrictCharField(required=False, allow_blank=True, max_length=255)
+    workdir = StrictCharField(
         required=False, allow_blank=True, max_length=1024,
         help_text="Absolute working directory on the nodes; default: the job's checkpoint directory.",
     )  # fmt: skip
@@ -154,7 +155,7 @@ class JobLogSerializer(serializers.Serializer):
 
 
 class JobActionSerializer(serializers.Serializer):
-    reason = serializers.CharField(max_length=255, required=False, allow_blank=True, default="")
+    reason = StrictCharField(max_length=255, required=False, allow_blank=True, default="")
 
 
 class QuotaSerializer(serializers.ModelSerializer):

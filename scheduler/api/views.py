@@ -10,10 +10,12 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import PermissionDenied
 from rest_framework.response import Response
 
+from clusterctl.openapi import error_response
+from clusterctl.pagination import query_int
 from fabric.models import Node
 from scheduler import actions
 from scheduler.api.access import IsOperator, IsOperatorOrTenant, tenant_of
-from scheduler.api.filtersets import JobFilterSet
+from scheduler.api.filtersets import JobFilterSet, QuotaFilterSet
 from scheduler.api.serializers import (
     JobActionSerializer,
     JobDetailSerializer,
@@ -27,6 +29,10 @@ from scheduler.choices import SharingMode, Workload
 from scheduler.models import Allocation, Job, Pool, PriorityClass, Quota
 from scheduler.selectors import LazyQueue, pool_capacities, pool_load, queue_counts
 from scheduler.validation import check_request
+
+MAX_LOG_LINES = 1000
+DEFAULT_LOG_LINES = 100
+_CONFLICT = "The job is not in a state this action applies to (e.g. cancelling a job that already ended)."
 
 
 class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
@@ -93,31 +99,36 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             return pools[0]
         raise serializers.ValidationError({"pool": "name the pool (this tenant has quotas in several or none)"})
 
-    @extend_schema(request=JobActionSerializer, responses=JobSerializer)
+    @extend_schema(request=JobActionSerializer, responses={200: JobSerializer, 409: error_response(_CONFLICT)})
     @action(detail=True, methods=["post"])
     def cancel(self, request, pk=None):
         """Cancel a pending or running job: it leaves the queue or frees its GPUs."""
         return self._act(actions.cancel_job, reason_default="cancelled by {user}")
 
-    @extend_schema(request=JobActionSerializer, responses=JobSerializer)
+    @extend_schema(request=JobActionSerializer, responses={200: JobSerializer, 409: error_response(_CONFLICT)})
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def hold(self, request, pk=None):
         return self._act(actions.hold_job, reason_default="held by {user}")
 
-    @extend_schema(request=JobActionSerializer, responses=JobSerializer)
+    @extend_schema(request=JobActionSerializer, responses={200: JobSerializer, 409: error_response(_CONFLICT)})
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def release(self, request, pk=None):
         return self._act(actions.release_job, reason_default=None)
 
-    @extend_schema(request=JobActionSerializer, responses=JobSerializer)
+    @extend_schema(request=JobActionSerializer, responses={200: JobSerializer, 409: error_response(_CONFLICT)})
     @action(detail=True, methods=["post"], permission_classes=[IsOperator])
     def requeue(self, request, pk=None):
         return self._act(actions.requeue_job, reason_default="requeued by {user}")
 
     @extend_schema(
-        parameters=[OpenApiParameter("lines", int, description="Lines per node, 1-1000 (default 100).")],
+        parameters=[
+            OpenApiParameter(
+                "lines", {"type": "integer", "minimum": 1, "maximum": MAX_LOG_LINES}, default=DEFAULT_LOG_LINES,
+                description=f"Lines per node, 1-{MAX_LOG_LINES} (default {DEFAULT_LOG_LINES}).",
+            )
+        ],
         responses=JobLogSerializer,
-    )
+    )  # fmt: skip
     @action(detail=True, methods=["get"])
     def log(self, request, pk=None):
         """The tail of the job's log on each node of its latest launch (asked from the node agents, a few
@@ -125,12 +136,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         from scheduler.actions.launches import read_log
 
         job = self.get_object()  # 404 for another tenant's job: it is not in the queryset
-        try:
-            lines = int(request.query_params.get("lines", 100))
-        except ValueError:
-            raise serializers.ValidationError({"lines": "a whole number of lines, 1-1000"}) from None
-        if not 1 <= lines <= 1000:
-            raise serializers.ValidationError({"lines": "a whole number of lines, 1-1000"})
+        lines = query_int(request, "lines", 1, MAX_LOG_LINES, DEFAULT_LOG_LINES)
         return Response(JobLogSerializer(read_log(job, lines)).data)
 
     def _act(self, fn, *, reason_default: str | None) -> Response:
@@ -162,7 +168,7 @@ class QuotaViewSet(viewsets.ReadOnlyModelViewSet):
 
     serializer_class = QuotaSerializer
     permission_classes = [IsOperatorOrTenant]
-    filterset_fields = ["pool"]
+    filterset_class = QuotaFilterSet
 
     def get_queryset(self) -> QuerySet[Quota]:
         quotas = Quota.objects.select_related("tenant", "pool__cluster")

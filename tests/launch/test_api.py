@@ -47,14 +47,14 @@ def test_what_runs_is_required_where_agents_launch(tenant, tenant_api, settings)
     settings.LAUNCHER = "process"
     resp = post(tenant_api, image="pytorch:24.01")
     assert resp.status_code == 400
-    assert resp.json()["command"] == (
+    assert resp.json()["command"] == [
         "jobs run as processes on the nodes (LAUNCHER=process): give the command to run (an image alone runs only "
         "where LAUNCHER=container)"
-    )
+    ]
     settings.LAUNCHER = "container"
-    assert post(tenant_api, command="python x.py").json()["image"] == (
+    assert post(tenant_api, command="python x.py").json()["image"] == [
         "jobs run in containers on the nodes (LAUNCHER=container): give the image to run"
-    )
+    ]
     assert post(tenant_api, image="pytorch:24.01", command="python x.py").status_code == 201
     settings.LAUNCHER = "twin"
     assert post(tenant_api).status_code == 201  # the twin plays it: nothing to run
@@ -75,7 +75,7 @@ def test_log_and_launches_of_own_jobs_only(tenant, tenant_api, settings, django_
     assert tenant_api.get(f"{JOBS}{job.pk}/log/").json()["detail"] == "not launched yet: no node has a log of it"
     for bad in ("0", "1001", "x"):
         resp = tenant_api.get(f"{JOBS}{job.pk}/log/?lines={bad}")
-        assert resp.status_code == 400 and resp.json() == {"lines": "a whole number of lines, 1-1000"}
+        assert resp.status_code == 400 and resp.json() == {"lines": [f"'{bad}' is not a whole number from 1 to 1,000"]}
 
     node = pool.cluster.nodes.order_by("hostname").first()
     Launch.objects.create(job=job, generation=1, node=node, hostname=node.hostname, state="exited", returncode=0,
