@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 #
 # One image for every clusterctl process. The command picks the role:
-#   web     daphne -b 0.0.0.0 -p 8000 clusterctl.asgi:application   (the default CMD)
+#   web     uvicorn clusterctl.asgi:application --host 0.0.0.0 --port 8000 ...   (the default CMD)
 #   worker  celery -A clusterctl worker -l INFO
 #   beat    celery -A clusterctl beat -l INFO --schedule /tmp/celerybeat-schedule
 #   admin   python manage.py migrate | createsuperuser | ...
@@ -55,4 +55,7 @@ EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request as u; h = os.environ.get('ALLOWED_HOSTS', '').split(',')[0].strip().lstrip('.').replace('*', '') or 'localhost'; u.urlopen(u.Request('http://127.0.0.1:8000/healthz', headers={'Host': h}), timeout=8)"]
 
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "clusterctl.asgi:application"]
+# uvicorn, not daphne: it hands the app the headers before the body, so clusterctl/limits.py refuses an oversized body
+# (413) before reading it; daphne reads every body whole first. Proxy headers are Django's business (BEHIND_TLS_PROXY,
+# TRUSTED_PROXIES), and the ASGI app has no lifespan handler.
+CMD ["uvicorn", "clusterctl.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--lifespan", "off", "--no-proxy-headers"]

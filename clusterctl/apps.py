@@ -6,6 +6,6 @@ class ClusterctlConfig(AppConfig):
     verbose_name = "clusterctl"
 
     def ready(self) -> None:
-        from clusterctl import metrics
+        from clusterctl import metrics, throttles  # noqa: F401  (throttles: counts failed sign-ins, a signal receiver)
 
         metrics.register()  # the cluster-state collector behind /metrics (and its settings check)

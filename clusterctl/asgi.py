@@ -1,6 +1,7 @@
 """ASGI entry point: HTTP through Django, WebSockets through Channels.
 
-WebSockets need an authenticated session and an Origin in ALLOWED_HOSTS.
+HTTP passes the body limits first (clusterctl/limits.py): a body over its path's limit is answered 413 before
+Django reads it. WebSockets need an authenticated session and an Origin in ALLOWED_HOSTS.
 """
 
 import os
@@ -14,11 +15,12 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app regi
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from clusterctl.limits import BodyLimitMiddleware  # noqa: E402
 from clusterctl.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": BodyLimitMiddleware(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

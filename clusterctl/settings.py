@@ -6,6 +6,7 @@ in-memory broker). DATABASE_URL / REDIS_URL switch to PostgreSQL and Redis.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import environ
@@ -36,7 +37,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
-    "rest_framework.authtoken",
+    "knox",
+    "axes",
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
@@ -61,6 +63,10 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Sign-ins: 429 while the address is over the failed-login rate (clusterctl/throttles.py); axes turns a locked-out
+    # username into its 429 answer (after every middleware that may authenticate, as its docs require).
+    "clusterctl.throttles.LoginRateLimitMiddleware",
+    "axes.middleware.AxesMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
@@ -179,7 +185,11 @@ COLLECTORS = {
 }
 # Constructor options per collector for the node agents (e.g. {"sysfs-ib": {"root": "/host/sys/class/infiniband"}}).
 # perfquery: a switch poll must finish inside poll_switches' 30 s limit, however many switches hang.
-COLLECTOR_OPTIONS: dict[str, dict] = {"perfquery": {"timeout": 5, "budget": 20}}
+# prometheus: a scraped page over PROMETHEUS_SCRAPE_MAX_BYTES is refused (an error in the sample), never parsed.
+COLLECTOR_OPTIONS: dict[str, dict] = {
+    "perfquery": {"timeout": 5, "budget": 20},
+    "prometheus": {"max_bytes": env.int("PROMETHEUS_SCRAPE_MAX_BYTES", default=32 * 1024 * 1024)},
+}
 # The collector beat polls every node with; empty: no polling.
 TELEMETRY_COLLECTOR = env.str("TELEMETRY_COLLECTOR", default="")
 TELEMETRY_INTERVAL_S = env.float("TELEMETRY_INTERVAL_S", 10.0)
@@ -268,6 +278,26 @@ CELERY_TASK_ROUTES = {"scheduler.sim_tasks.whatif_replay": {"queue": WHATIF_QUEU
 CELERY_IMPORTS = ("scheduler.sim_tasks",)
 
 #
+# Request bodies (clusterctl/limits.py, docs/deployment.md "Limits, tokens and sign-ins"). The ASGI layer answers 413
+# to a body over its path's limit before Django, authentication or a parser reads it: REQUEST_BODY_MAX_BYTES
+# everywhere (JSON, forms), except the uploads listed in REQUEST_BODY_LIMITS (first matching path wins), each with room
+# for the form around the file. Django itself keeps at most FILE_UPLOAD_MAX_MEMORY_SIZE of a body or an uploaded file
+# in memory; the rest goes to temporary files (uploaded files to FILE_UPLOAD_TEMP_DIR, default the system's temporary
+# folder; the raw body always to the system's, TMPDIR).
+#
+REQUEST_BODY_MAX_BYTES = env.int("REQUEST_BODY_MAX_BYTES", default=1024 * 1024)
+# A fabric import (ibnetdiscover, spec, nvidia-smi topo): a 20,000-node ibnetdiscover output is about 15 MB.
+FABRIC_IMPORT_MAX_BYTES = env.int("FABRIC_IMPORT_MAX_BYTES", default=64 * 1024 * 1024)
+_FORM_OVERHEAD_BYTES = 64 * 1024
+REQUEST_BODY_LIMITS = [
+    (r"^/api/v1/clusters/[^/]+/import/$", FABRIC_IMPORT_MAX_BYTES + _FORM_OVERHEAD_BYTES),
+    (r"^/whatif/$", WHATIF_UPLOAD_MAX_BYTES + _FORM_OVERHEAD_BYTES),
+]
+DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
+FILE_UPLOAD_MAX_MEMORY_SIZE = 1024 * 1024
+FILE_UPLOAD_TEMP_DIR = env.str("FILE_UPLOAD_TEMP_DIR", default="") or None
+
+#
 # Auth, API
 #
 AUTH_PASSWORD_VALIDATORS = [
@@ -281,12 +311,41 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGOUT_REDIRECT_URL = "login"
 
+# A password sign-in (those three forms, and any authenticate() given the request) goes through django-axes first: a
+# username that failed LOGIN_FAILURE_LIMIT times from one address is locked out from there for LOGIN_LOCKOUT_MINUTES
+# (429; a success resets its count; `manage.py axes_reset` lifts every lockout). Counted per username and address,
+# so nobody can lock another user out from everywhere; the `login` rate below bounds one address across usernames.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env.int("LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(minutes=env.float("LOGIN_LOCKOUT_MINUTES", default=15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "clusterctl.throttles.client_ip"
+LOGIN_THROTTLED_VIEWS = ["login", "admin:login", "rest_framework:login"]
+
+# API tokens (django-rest-knox, clusterctl/tokens.py): stored as SHA-512 digests, several per user, each expiring;
+# `Authorization: Token <secret>` as before. Issued by `manage.py tenant_user` / `api_tokens issue` or the admin.
+API_TOKEN_TTL_DAYS = env.float("API_TOKEN_TTL_DAYS", default=90)
+API_TOKEN_MAX_TTL_DAYS = env.float("API_TOKEN_MAX_TTL_DAYS", default=365)
+REST_KNOX = {"TOKEN_TTL": timedelta(days=API_TOKEN_TTL_DAYS), "AUTH_HEADER_PREFIX": "Token"}
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "knox.auth.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # Requests per user (`user`), per client address where no login is needed (`anon`), and failed password sign-ins
+    # per address (`login`, clusterctl/throttles.py); 429 with Retry-After past a rate. Counted in the default cache
+    # (Redis in production: shared by every web process). The address is REMOTE_ADDR, or with TRUSTED_PROXIES=n the
+    # n-th entry from the right of X-Forwarded-For (what the nearest proxy saw): 1 behind a TLS proxy.
+    "DEFAULT_THROTTLE_CLASSES": ["clusterctl.throttles.AnonRateThrottle", "clusterctl.throttles.UserRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env.str("API_THROTTLE_ANON", default="60/min"),
+        "user": env.str("API_THROTTLE_USER", default="1200/min"),
+        "login": env.str("LOGIN_THROTTLE", default="30/hour"),
+    },
+    "NUM_PROXIES": env.int("TRUSTED_PROXIES", default=1 if env.bool("BEHIND_TLS_PROXY", default=False) else 0),
     "DEFAULT_FILTER_BACKENDS": [
         "django_filters.rest_framework.DjangoFilterBackend",
         "clusterctl.filters.OrderingFilter",  # refuses unknown fields instead of ignoring them

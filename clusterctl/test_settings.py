@@ -6,6 +6,11 @@ import os
 os.environ.setdefault("SECRET_KEY", "test-only-key-0123456789-abcdefghijklmnopqrstuvwxyz-not-secret")
 os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
 os.environ.setdefault("ALLOWED_HOSTS", "testserver,localhost,127.0.0.1")
+# Every test client is 127.0.0.1 and user ids repeat across tests: the suite's requests must not add up to the
+# production rates. The tests of the throttles set their own (tests/security/).
+os.environ.setdefault("API_THROTTLE_ANON", "1000000/min")
+os.environ.setdefault("API_THROTTLE_USER", "1000000/min")
+os.environ.setdefault("LOGIN_THROTTLE", "1000000/min")
 
 from clusterctl.settings import *  # noqa: F403
 

@@ -85,11 +85,12 @@ def tenant_user(django_user_model):
 
 def _token_client(user):
     # Imported here so the pure-core tests can run without Django (pytest -p no:django).
-    from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
 
+    from clusterctl.tokens import issue_token
+
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {issue_token(user)[1]}")
     return client
 
 

@@ -258,15 +258,42 @@ def _ib_sample(metric, labels, value, port_for, sample) -> None:
         port.counters[metric.removesuffix("_total")] = int(value)
 
 
+# The most a scrape reads (settings.PROMETHEUS_SCRAPE_MAX_BYTES through COLLECTOR_OPTIONS): a dcgm-exporter page of
+# 8 GPUs is about 100 KB, node_exporter's with every collector a few MB; a page past this is refused, not parsed.
+DEFAULT_MAX_BYTES = 32 * 1024 * 1024
+
+
+class ScrapeTooLarge(ValueError):
+    """The page is over the scrape limit: nothing of it is parsed."""
+
+
+def read_capped(response, max_bytes: int) -> bytes:
+    """The body of an HTTP response, read as it streams and refused once it passes `max_bytes`."""
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise ScrapeTooLarge(f"response of {int(declared):,} bytes is over the {max_bytes:,}-byte scrape limit")
+    body = response.read(max_bytes + 1)
+    if len(body) > max_bytes:
+        raise ScrapeTooLarge(f"response is over the {max_bytes:,}-byte scrape limit; stopped reading there")
+    return body
+
+
 class PrometheusCollector:
     """Scrape a /metrics URL (or read a saved page) and map it with parse_metrics."""
 
     name = "prometheus"
 
-    def __init__(self, url: str | None = None, file: str | None = None, timeout: float = 5.0):
+    def __init__(
+        self,
+        url: str | None = None,
+        file: str | None = None,
+        timeout: float = 5.0,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+    ):
         self.url = url
         self.file = file
         self.timeout = timeout
+        self.max_bytes = max_bytes
         self._last_xid: dict[str, int] = {}  # GPU uuid (or index) -> last XID value seen
 
     def _fetch(self) -> str:
@@ -276,7 +303,7 @@ class PrometheusCollector:
             raise ValueError("no url or file given")
         request = urllib.request.Request(self.url, headers={"Accept": "text/plain;version=0.0.4"})
         with urllib.request.urlopen(request, timeout=self.timeout) as response:
-            return response.read().decode(response.headers.get_content_charset() or "utf-8")
+            return read_capped(response, self.max_bytes).decode(response.headers.get_content_charset() or "utf-8")
 
     def collect(self, node: str) -> NodeSample:
         collected_at = time.time()

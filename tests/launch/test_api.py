@@ -8,6 +8,7 @@ import pytest
 from scheduler import actions
 from scheduler.models import Launch, PriorityClass
 from tests.factories import fat_tree
+from tests.scheduler_api.helpers import token_client
 
 pytestmark = pytest.mark.django_db
 JOBS = "/api/v1/jobs/"
@@ -61,9 +62,6 @@ def test_what_runs_is_required_where_agents_launch(tenant, tenant_api, settings)
 
 
 def test_log_and_launches_of_own_jobs_only(tenant, tenant_api, settings, django_user_model):
-    from rest_framework.authtoken.models import Token
-    from rest_framework.test import APIClient
-
     pool = tenant.quotas.get().pool
     job = actions.submit_job(tenant, pool, PriorityClass.objects.get(name="normal"), name="j", gpus=1, command="x")
     resp = tenant_api.get(f"{JOBS}{job.pk}/log/?lines=5")
@@ -90,7 +88,6 @@ def test_log_and_launches_of_own_jobs_only(tenant, tenant_api, settings, django_
     other = actions.create_tenant("other")
     intruder = django_user_model.objects.create_user("intruder", "i@example.org", "pw")
     actions.add_member(other, intruder)
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=intruder).key}")
+    api = token_client(intruder)
     assert api.get(f"{JOBS}{job.pk}/log/").status_code == 404
     assert api.get(f"{JOBS}{job.pk}/").status_code == 404

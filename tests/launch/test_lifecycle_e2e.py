@@ -36,6 +36,7 @@ from scheduler.models import Allocation, GpuLedger, Job, JobEvent, Launch, Prior
 from tests.factories import fat_tree
 from tests.launch.helpers import gone
 from tests.processes import child_env, wait_for
+from tests.scheduler_api.helpers import token_client
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -250,11 +251,7 @@ def test_two_node_job_starts_only_when_both_nodes_acknowledged(workers, site, te
     other = actions.create_tenant("other")
     intruder = type(tenant_user).objects.create_user("intruder", "i@example.org", "pw")
     actions.add_member(other, intruder)
-    from rest_framework.authtoken.models import Token
-    from rest_framework.test import APIClient
-
-    api = APIClient()
-    api.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=intruder).key}")
+    api = token_client(intruder)
     assert api.get(f"/api/v1/jobs/{job.pk}/log/").status_code == 404
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from clusterctl.tokens import issue_token
 from fabric.models import GPU, Cluster, Node
 from scheduler import actions
 from scheduler.choices import JobStatus, ShareKind
@@ -21,7 +21,7 @@ POOLS = "/api/v1/pools/"
 
 def token_client(user) -> APIClient:
     client = APIClient()
-    client.credentials(HTTP_AUTHORIZATION=f"Token {Token.objects.create(user=user).key}")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {issue_token(user)[1]}")
     return client
 
 

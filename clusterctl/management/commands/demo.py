@@ -172,9 +172,11 @@ class Command(BaseCommand):
             import_text("sx6036", "nvidia-topo", read_text(REAL_TOPO), source=REAL_TOPO.name, node="stage100")
 
     def _scheduler(self) -> dict[str, str]:
-        """Pools, two tenants with quotas and API tokens, and a first batch of jobs on the demo cluster."""
-        from rest_framework.authtoken.models import Token
+        """Pools, two tenants with quotas and API tokens, and a first batch of jobs on the demo cluster.
 
+        Each start issues the demo tenants fresh tokens (only digests are stored, so an old one cannot be printed
+        again) and revokes the ones of the previous start."""
+        from clusterctl import tokens as api_tokens
         from fabric.models import Node
         from scheduler import actions as sched
         from scheduler.models import Job, Pool, PriorityClass
@@ -198,7 +200,8 @@ class Command(BaseCommand):
             sched.set_quota(tenant, default, guaranteed_gpus=int(gpus * share * 0.8), borrow_limit=int(gpus * 0.3))
             for name in ("inference-mig", "notebooks-mps"):
                 sched.set_quota(tenant, pools[name], guaranteed_gpus=16, borrow_limit=8)
-            tokens[f"{tenant_name}/{user_name}"] = Token.objects.get_or_create(user=user)[0].key
+            api_tokens.revoke_tokens(user)
+            tokens[f"{tenant_name}/{user_name}"] = api_tokens.issue_token(user)[1]
         if not Job.objects.filter(pool__cluster=cluster).exists():
             self.stdout.write("queueing demo jobs and running a first scheduling round ...")
             self._demo_jobs(cluster, pools, PriorityClass.objects.get(name="normal"))

@@ -1,18 +1,20 @@
 """python manage.py tenant_user --tenant acme --user alice [--quota POOL_ID:GUARANTEED:BORROW] [--max-priority high]
+                                [--token-days DAYS] [--no-token]
 
-Creates the tenant and the user if needed, puts the user in the tenant, and prints the user's API token.
+Creates the tenant and the user if needed, puts the user in the tenant, and issues the user a new API token, printed
+once (only its digest is stored; earlier tokens stay valid until they expire or are revoked: `manage.py api_tokens`).
 """
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from rest_framework.authtoken.models import Token
 
+from clusterctl import tokens
 from scheduler import actions
 from scheduler.models import Pool, PriorityClass
 
 
 class Command(BaseCommand):
-    help = "Create (or update) a tenant, a member user and its API token; optionally set quotas."
+    help = "Create (or update) a tenant and a member user, issue the user a new API token; optionally set quotas."
 
     def add_arguments(self, parser):
         parser.add_argument("--tenant", required=True)
@@ -21,8 +23,16 @@ class Command(BaseCommand):
         parser.add_argument(
             "--quota", action="append", default=[], help="POOL_ID:GUARANTEED:BORROW (repeatable)", metavar="Q"
         )
+        parser.add_argument(
+            "--token-days", type=float, default=None, help="days until the new token expires (API_TOKEN_TTL_DAYS)"
+        )
+        parser.add_argument("--no-token", action="store_true", help="issue no token")
 
     def handle(self, **o):
+        try:
+            tokens.lifetime(o["token_days"])  # refused before anything is created
+        except tokens.TokenError as exc:
+            raise CommandError(f"--token-days {exc}") from exc
         if o["max_priority"] and not PriorityClass.objects.filter(name=o["max_priority"]).exists():
             known = ", ".join(PriorityClass.objects.values_list("name", flat=True))
             raise CommandError(f"no priority class {o['max_priority']!r} (known: {known})")
@@ -42,5 +52,8 @@ class Command(BaseCommand):
             except (ValueError, Pool.DoesNotExist) as exc:
                 raise CommandError(f"--quota {spec!r}: expected POOL_ID:GUARANTEED:BORROW with a known pool") from exc
             actions.set_quota(tenant, pool, guaranteed_gpus=guaranteed, borrow_limit=borrow)
-        token, _ = Token.objects.get_or_create(user=user)
-        self.stdout.write(f"tenant {tenant.name}, user {user.username}\ntoken {token.key}")
+        self.stdout.write(f"tenant {tenant.name}, user {user.username}")
+        if not o["no_token"]:
+            token, secret = tokens.issue_token(user, o["token_days"])
+            self.stdout.write(f"token {secret}")
+            self.stdout.write(f"  expires {token.expiry:%Y-%m-%d %H:%M} UTC; shown only now, it cannot be shown again")
