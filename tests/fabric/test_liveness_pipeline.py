@@ -7,6 +7,7 @@ expired before an agent took them, reported through the same signal a worker sen
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -179,7 +180,7 @@ def test_stalled_ingest_raises_one_pipeline_alert_and_no_node_alert(cluster, clo
     assert (alert.rule, alert.object_kind, alert.object_key, alert.removes_capacity) == (
         STALLED, "cluster", "cluster", False,
     )  # fmt: skip
-    assert "ingest: 40 s behind (30 results wait in the inbox)" in alert.message
+    assert re.search(r"ingest: 4\d s behind \(30 results wait in the inbox\)", alert.message)  # 40 s and the test's own
     poll(cluster, clock, 10)
     assert [a.rule for a in open_alerts()] == [STALLED]  # one alert, refreshed
     assert node_alerts() == [] and capacity(cluster) == before
@@ -206,7 +207,8 @@ def test_polls_not_sent_for_a_long_time_blame_no_node_at_the_first_late_poll(clu
     poll(cluster, clock)
     (alert,) = open_alerts()
     assert alert.rule == STALLED
-    assert "beat/polls: no poll was sent for 310 s, beat's last tick was 320 s ago" in alert.message
+    # 310 s since the last poll, 320 s since the heartbeat (give or take the real time the test itself takes)
+    assert re.search(r"beat/polls: no poll was sent for 31\d s, beat's last tick was 32\d s ago", alert.message)
     poll(cluster, clock, 12)
     assert node_alerts() == []
 
