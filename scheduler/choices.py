@@ -87,3 +87,5 @@ DEFAULT_PRIORITY_CLASSES = [
     ("low", 10, True, "Runs when there is room; preempted first."),
     ("best-effort", 0, True, "Scavenges idle GPUs; always preemptible."),
 ]
+# Their jobs are always preemptible (PriorityClass.always_preemptible): a request for preemptible=false is refused.
+ALWAYS_PREEMPTIBLE = frozenset({"low", "best-effort"})

@@ -59,6 +59,11 @@ def check_request(tenant: Tenant, pool: Pool, priority: PriorityClass, data: dic
     allowed = tenant.max_priority.value if tenant.max_priority else _default_priority().value
     if priority.value > allowed:
         errors["priority_class"] = f"tenant {tenant.name} may ask for priority up to {allowed}, not {priority.name}"
+    if priority.always_preemptible and data.get("preemptible") is False:
+        errors["preemptible"] = (
+            f"jobs of priority class {priority.name} are always preemptible: leave preemptible out or set it true "
+            "(a job that must not be preempted asks for a higher class)"
+        )
     dataset = data.get("dataset_node")
     if dataset is not None and dataset.cluster_id != pool.cluster_id:
         errors["dataset_node"] = f"{dataset.hostname} is not in cluster {pool.cluster}"

@@ -53,6 +53,7 @@ def _move(job: Job, to: str, reason: str, *, actor: str, expect: Sequence[str], 
 @transaction.atomic
 def submit_job(tenant: Tenant, pool: Pool, priority_class: PriorityClass, *, actor: str = "", **request: Any) -> Job:
     """Queue a validated request (scheduler.validation checks it first). A round follows on commit."""
+    _refuse_protected(priority_class, [request])
     job = Job.objects.create(tenant=tenant, pool=pool, priority_class=priority_class, **request)
     Job.objects.filter(pk=job.pk).update(queue_seq=job.pk)
     job.queue_seq = job.pk
@@ -137,6 +138,7 @@ def submit_jobs_bulk(
     tenant: Tenant, pool: Pool, priority_class: PriorityClass, requests: list[dict], *, request_round: bool = True
 ) -> int:
     """Queue many validated requests at once (batch submission, benchmarks): one INSERT per table."""
+    _refuse_protected(priority_class, requests)
     jobs = Job.objects.bulk_create(
         [Job(tenant=tenant, pool=pool, priority_class=priority_class, **r) for r in requests], batch_size=2000
     )
@@ -151,6 +153,12 @@ def submit_jobs_bulk(
     if request_round:
         request_round_on_commit(pool.cluster_id, f"{len(jobs)} jobs submitted")
     return len(jobs)
+
+
+def _refuse_protected(priority_class: PriorityClass, requests: Sequence[dict]) -> None:
+    """What no caller may ask for, the API or not (scheduler.validation says the same to the API, as a 400)."""
+    if priority_class.always_preemptible and any(r.get("preemptible") is False for r in requests):
+        raise ActionError(f"jobs of priority class {priority_class.name} are always preemptible, not preemptible=false")
 
 
 def _abandon_launches(job: Job, why: str) -> None:

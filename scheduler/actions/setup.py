@@ -10,7 +10,7 @@ from fabric.models import Cluster, Node
 from scheduler.actions.allocations import ensure_cluster_ledgers
 from scheduler.actions.errors import ActionError
 from scheduler.actions.jobs import request_round_on_commit
-from scheduler.choices import DEFAULT_PRIORITY_CLASSES
+from scheduler.choices import ALWAYS_PREEMPTIBLE, DEFAULT_PRIORITY_CLASSES
 from scheduler.models import (
     ClusterScheduler,
     Job,
@@ -46,7 +46,13 @@ def ensure_priority_classes() -> None:
     if not PriorityClass.objects.exists():
         for name, value, preemptible, description in DEFAULT_PRIORITY_CLASSES:
             PriorityClass.objects.get_or_create(
-                name=name, defaults={"value": value, "preemptible_default": preemptible, "description": description}
+                name=name,
+                defaults={
+                    "value": value,
+                    "preemptible_default": preemptible,
+                    "always_preemptible": name in ALWAYS_PREEMPTIBLE,
+                    "description": description,
+                },
             )
 
 

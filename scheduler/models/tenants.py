@@ -8,11 +8,22 @@ class PriorityClass(models.Model):
     name = models.SlugField(max_length=32, unique=True)
     value = models.IntegerField(unique=True, help_text="Higher runs first and may preempt lower.")
     preemptible_default = models.BooleanField(default=True)
+    always_preemptible = models.BooleanField(
+        default=False,
+        help_text="Its jobs are always preemptible: a job asking for preemptible=false is refused (low, best-effort).",
+    )
     description = models.CharField(max_length=255, blank=True)
 
     class Meta:
         ordering = ["-value"]
         verbose_name_plural = "priority classes"
+        constraints = [
+            models.CheckConstraint(
+                condition=~models.Q(always_preemptible=True, preemptible_default=False),
+                name="always_preemptible_is_preemptible_by_default",
+                violation_error_message="a class whose jobs are always preemptible is preemptible by default",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.value})"
