@@ -157,6 +157,7 @@ def launch_job(job_id: int) -> list[Launch]:
             "command": job.command,
             "image": job.image,
             "workdir": job.workdir,
+            "run_as": job.tenant.run_as,  # uid:gid on the nodes (scheduler/launch/checks.py); "" the agent's user
             "grace_s": job.grace_period_s,
             "affinity": {"nics": topo.nics, "nic_affinity": topo.nic_affinity} if topo and topo.nics else None,
         }

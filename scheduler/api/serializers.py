@@ -6,7 +6,8 @@ from rest_framework import serializers
 
 from clusterctl.serializers import StrictBooleanField, StrictCharField, StrictModelSerializer
 from scheduler.choices import SharingMode, Workload
-from scheduler.launch.env import LaunchEnvError, check_job_env
+from scheduler.launch.checks import command_problem, image_problem, workdir_problem
+from scheduler.launch.env import ENV_VALUE_MAX, LaunchEnvError, check_job_env
 from scheduler.models import Allocation, Job, JobEvent, Launch, Pool, PriorityClass, Quota
 
 JOB_FIELDS = [
@@ -37,15 +38,19 @@ class JobSerializer(StrictModelSerializer):
     queue_position = serializers.SerializerMethodField(help_text="1-based place among pending jobs, last round.")
     pending_reason = serializers.SerializerMethodField(help_text="Why it waits, in plain words.")
     env = serializers.DictField(
-        child=StrictCharField(allow_blank=True, max_length=4096, trim_whitespace=False), required=False
+        child=StrictCharField(allow_blank=True, max_length=ENV_VALUE_MAX, trim_whitespace=False), required=False
     )
     command = StrictCharField(
         required=False, allow_blank=True, max_length=65_536, trim_whitespace=False,
         help_text="Run under /bin/sh -c on each node (process launcher), or as the container's command.",
     )  # fmt: skip
-    image = StrictCharField(required=False, allow_blank=True, max_length=255)
+    # Not trimmed: what is checked is what was sent (" ubuntu\n" is refused, not quietly mended).
+    image = StrictCharField(
+        required=False, allow_blank=True, max_length=255, trim_whitespace=False,
+        help_text="An image reference, [registry[:port]/]path[:tag][@digest], e.g. nvcr.io/nvidia/pytorch:24.05-py3.",
+    )  # fmt: skip
     workdir = StrictCharField(
-        required=False, allow_blank=True, max_length=1024,
+        required=False, allow_blank=True, max_length=1024, trim_whitespace=False,
         help_text="Absolute working directory on the nodes; default: the job's checkpoint directory.",
     )  # fmt: skip
     gpus = serializers.IntegerField(min_value=1, max_value=100_000)
@@ -74,12 +79,15 @@ class JobSerializer(StrictModelSerializer):
         except LaunchEnvError as exc:
             raise serializers.ValidationError(str(exc)) from exc
 
+    # Each reaches a node's command line: checked here and again by the node agent (scheduler/launch/checks.py).
+    def validate_image(self, value: str) -> str:
+        return _checked(value, image_problem(value) if value else None)
+
     def validate_workdir(self, value: str) -> str:
-        if value and not value.startswith("/"):
-            raise serializers.ValidationError(f"{value!r} is not an absolute path")
-        if "\0" in value:
-            raise serializers.ValidationError("the working directory contains a NUL byte")
-        return value
+        return _checked(value, workdir_problem(value))
+
+    def validate_command(self, value: str) -> str:
+        return _checked(value, command_problem(value))
 
     def _queue(self, job: Job) -> tuple[int, str] | None:
         queue = self.context.get("queue")
@@ -101,6 +109,12 @@ class JobSerializer(StrictModelSerializer):
         data = super().to_representation(job)
         data["fraction"] = job.mps_compute_pct / 100 if job.mps_compute_pct else None
         return data
+
+
+def _checked(value: str, problem: str | None) -> str:
+    if problem:
+        raise serializers.ValidationError(problem)
+    return value
 
 
 class AllocationSerializer(serializers.ModelSerializer):

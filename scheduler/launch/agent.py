@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .checks import parse_run_as
 from .container import ContainerLauncher, ContainerSpec, engine_answers
 from .env import (
     GpuShare,
@@ -211,7 +212,7 @@ class NodeAgent:
         shares = next(n.gpus for n in job.nodes if n.hostname == self.host)
         checkpoint = env["CLUSTERCTL_CHECKPOINT_DIR"]
         command, image = payload.get("command") or "", payload.get("image") or ""
-        workdir = payload.get("workdir") or ""
+        workdir, user = payload.get("workdir") or "", payload.get("run_as") or ""
         if workdir and not Path(workdir).is_dir():
             raise LaunchRefused(f"{self.host}: working directory {workdir} of job {job.job_id} does not exist here")
         if self.config.launcher == "process":
@@ -229,6 +230,7 @@ class NodeAgent:
                 workdir or checkpoint,  # no working directory given: the job's own checkpoint directory
                 gpus=shares,
                 hostfile=hostfile(job) if len(job.nodes) > 1 else "",
+                user=user,
             )
         if not image:
             raise LaunchRefused(f"{self.host}: job {job.job_id} has no image, and this node runs jobs in containers")
@@ -241,6 +243,7 @@ class NodeAgent:
             command=command or None,
             workdir=workdir,
             checkpoint_dir=checkpoint,
+            user=user,
         )
 
     def _done_generation(self, job_id: int) -> int:
@@ -263,6 +266,7 @@ class NodeAgent:
             job_id, generation = int(payload["job_id"]), int(payload["generation"])
             self._check_not_done(job_id, generation)
             spec = self._spec(payload)
+            self.launcher.check(spec)  # every value that reaches a command line (scheduler/launch/checks.py)
             if isinstance(spec, ContainerSpec) and not self._engine_check(self.launcher.binary):
                 raise LaunchRefused(f"{self.host}: the container engine {self.launcher.binary} does not answer")
             with run_dir_lock(self.run_dir):
@@ -283,7 +287,13 @@ class NodeAgent:
             job_id, generation = int(payload["job_id"]), int(payload["generation"])
             self._check_not_done(job_id, generation)
             spec = self._spec(payload)
-            Path(spec.env["CLUSTERCTL_CHECKPOINT_DIR"]).mkdir(parents=True, exist_ok=True)
+            self.launcher.check(spec)
+            checkpoint = Path(spec.env["CLUSTERCTL_CHECKPOINT_DIR"])
+            checkpoint.mkdir(parents=True, exist_ok=True)
+            if spec.user and os.geteuid() == 0:
+                # The job's own user writes its checkpoints there (a container's bind mount included).
+                uid, gid = parse_run_as(spec.user)
+                os.chown(checkpoint, uid, gid)
             self.launcher.ledger = self._ledger(spec.gpus)
             state = self.launcher.start(spec)
         except (LaunchError, LaunchEnvError, OSError, KeyError, TypeError, ValueError) as exc:

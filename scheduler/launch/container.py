@@ -12,6 +12,11 @@ runs them. Choices, each for a reason:
   shared-memory transport outgrows docker's 64 MB /dev/shm.
 - The checkpoint directory is mounted at the same path, so CLUSTERCTL_CHECKPOINT_DIR means the same inside.
 - Labels `clusterctl.job` / `clusterctl.generation` let a restarted agent list what is its own.
+- Nothing of the job's is read as an engine option: the image must be an image reference (never starting with
+  "-", checks.image_problem) and `--` ends the engine's options before it (docker and podman parse their flags
+  with pflag, which takes "--" as the end of the options); what follows the image is the container's command.
+- `--user uid:gid` where the job's tenant has a run_as: its processes are not root inside the container, and
+  with rootless podman not root on the host either (docs/running-jobs.md).
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .env import GpuShare
+from .checks import image_problem, parse_run_as, workdir_problem
+from .env import GpuShare, environment_problem
 from .ledger import NodeLedger
 from .process import ProcessStatus, RunDirLauncher, StopResult, split_simple
 from .state import (
@@ -59,6 +65,7 @@ class ContainerSpec:
     checkpoint_dir: str = ""  # host path, mounted at the same path
     shm_size: str = ""  # "" shares the host's IPC namespace instead
     infiniband: bool = True
+    user: str = ""  # "uid:gid" the container's processes run as; "" the image's own user
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +123,26 @@ class ContainerLauncher(RunDirLauncher):
 
     # -- command lines (pure) ----------------------------------------------------------------------------
 
-    def run_argv(self, spec: ContainerSpec, env_file: str = "") -> list[str]:
+    def check(self, spec: ContainerSpec) -> None:
+        """LaunchError unless every value of the spec is safe on the engine's command line (checks.py)."""
         if not spec.image:
             raise LaunchError(f"job {spec.job_id}: no image to run")
+        problems = {
+            "image": image_problem(spec.image),
+            "workdir": workdir_problem(spec.workdir),
+            "checkpoint directory": workdir_problem(spec.checkpoint_dir),
+            "environment": environment_problem(spec.env),
+        }
+        try:
+            parse_run_as(spec.user)
+        except ValueError as exc:
+            problems["user"] = str(exc)
+        what, problem = next(((k, v) for k, v in problems.items() if v), ("", None))
+        if problem:
+            raise LaunchError(f"job {spec.job_id}: refused, its {what} is unsafe: {problem}")
+
+    def run_argv(self, spec: ContainerSpec, env_file: str = "") -> list[str]:
+        self.check(spec)
         argv = [self.binary, "run", "--detach", "--name", container_name(spec.job_id, spec.generation)]
         argv += ["--label", f"clusterctl.job={spec.job_id}", "--label", f"clusterctl.generation={spec.generation}"]
         argv += self.gpu_args(spec.gpus)
@@ -134,7 +158,9 @@ class ContainerLauncher(RunDirLauncher):
             argv += ["--volume", f"{spec.checkpoint_dir}:{spec.checkpoint_dir}"]
         if spec.workdir:
             argv += ["--workdir", spec.workdir]
-        argv.append(spec.image)
+        if spec.user:
+            argv += ["--user", spec.user]
+        argv += ["--", spec.image]
         if isinstance(spec.command, str):
             # A simple command line runs as the container's command itself, so --init's SIGTERM reaches it; a
             # shell (lists, pipes, expansions) gets the signal instead: such a command should `exec` its job.
@@ -166,6 +192,7 @@ class ContainerLauncher(RunDirLauncher):
 
     def start(self, spec: ContainerSpec) -> RunState:
         """Start the container, or return its state when this generation already started here (idempotent)."""
+        self.check(spec)  # before anything of the spec is written (its env file) or run
         name = container_name(spec.job_id, spec.generation)
         with run_dir_lock(self.run_dir):
             existing = earlier_launch(

@@ -33,7 +33,11 @@ RESERVED: frozenset[str] = frozenset({
     "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "NODE_RANK", "RANK", "LOCAL_WORLD_SIZE", "NNODES",
 })  # fmt: skip
 RESERVED_PREFIX = "CLUSTERCTL_"
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,255}", re.ASCII)
+# A job's own variables: each becomes one `--env NAME=value` argument (or env-file line) on the node, so their
+# number and size stay well inside what one command line may carry.
+ENV_MAX_VARIABLES = 256
+ENV_VALUE_MAX = 4096
 _NATURAL = re.compile(r"(\d+)")
 
 
@@ -152,22 +156,39 @@ def nccl_ib_hca(gpu_indices: Iterable[int], affinity: HcaAffinity) -> str:
     return ""
 
 
-def check_job_env(env: Mapping[str, Any]) -> dict[str, str]:
-    """The job's own variables, validated: names are shell names, values strings, none of ours."""
-    bad_names = [k for k in env if not isinstance(k, str) or not _ENV_NAME.match(k)]
+def environment_problem(env: Mapping[str, Any]) -> str | None:
+    """Why `env` cannot be given to a process or a container engine, or None: every name a shell name (no '=',
+    no leading digit), every value a string without NUL (an exec'd environment cannot carry one)."""
+    bad_names = [k for k in env if not isinstance(k, str) or not _ENV_NAME.fullmatch(k)]
     if bad_names:
-        raise LaunchEnvError(f"environment variable name {bad_names[0]!r} is not valid (letters, digits, _)")
+        return f"environment variable name {str(bad_names[0])[:80]!r} is not valid (letters, digits, _)"
+    for key, value in env.items():
+        if not isinstance(value, str):
+            return f"environment variable {key}: value must be a string, not {type(value).__name__}"
+        if "\0" in value:
+            return f"environment variable {key}: value contains a NUL byte"
+    return None
+
+
+def check_job_env(env: Mapping[str, Any]) -> dict[str, str]:
+    """The job's own variables, validated: names are shell names, values strings, none of ours, within bounds."""
+    if len(env) > ENV_MAX_VARIABLES:
+        raise LaunchEnvError(f"{len(env)} environment variables; a job may set at most {ENV_MAX_VARIABLES}")
+    bad_names = [k for k in env if not isinstance(k, str) or not _ENV_NAME.fullmatch(k)]
+    if bad_names:
+        raise LaunchEnvError(f"environment variable name {str(bad_names[0])[:80]!r} is not valid (letters, digits, _)")
     ours = sorted(k for k in env if k in RESERVED or k.startswith(RESERVED_PREFIX))
     if ours:
         raise LaunchEnvError(
             f"the job's environment may not set {', '.join(ours)}: clusterctl sets "
             f"{'it' if len(ours) == 1 else 'them'} from the allocation"
         )
-    for key, value in env.items():
-        if not isinstance(value, str):
-            raise LaunchEnvError(f"environment variable {key}: value must be a string, not {type(value).__name__}")
-        if "\0" in value:
-            raise LaunchEnvError(f"environment variable {key}: value contains a NUL byte")
+    problem = environment_problem(env)
+    if problem:
+        raise LaunchEnvError(problem)
+    too_long = next((k for k, v in env.items() if len(v) > ENV_VALUE_MAX), None)
+    if too_long is not None:
+        raise LaunchEnvError(f"environment variable {too_long}: value is over {ENV_VALUE_MAX} characters")
     return dict(env)
 
 

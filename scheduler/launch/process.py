@@ -6,7 +6,9 @@ the job left behind. The launcher keeps one state file per job in its run direct
 launcher on the same directory, e.g. after the agent restarted, finds and adopts what still runs.
 
 The job gets exactly the environment it is given (plus a default PATH): never the agent's own, which holds
-the broker URL and the agent's secret key.
+the broker URL and the agent's secret key. It runs as the agent's user, or, where its tenant has a run_as and
+the agent runs as root, as that uid:gid with no supplementary groups: the shim (root) starts it with those ids
+and stays root to record its exit.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .env import GpuShare
+from .checks import command_problem, parse_run_as, workdir_problem
+from .env import GpuShare, environment_problem
 from .ledger import NodeLedger
 from .state import (
     LaunchError,
@@ -54,6 +57,7 @@ class LaunchSpec:
     workdir: str
     gpus: tuple[GpuShare, ...] = ()
     hostfile: str = ""  # written beside the state file; its path is given as CLUSTERCTL_HOSTFILE
+    user: str = ""  # "uid:gid" to run as (the agent must be root); "" the agent's own user
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,8 +223,34 @@ class ProcessLauncher(RunDirLauncher):
 
     # -- launch ------------------------------------------------------------------------------------------
 
+    def check(self, spec: LaunchSpec) -> tuple[int, int] | None:
+        """LaunchError unless the spec can be run safely here (checks.py); the (uid, gid) to switch to, if any."""
+        problems = {
+            "command": command_problem(spec.command) if isinstance(spec.command, str) else None,
+            "working directory": workdir_problem(spec.workdir),
+            "environment": environment_problem(spec.env),
+        }
+        if not isinstance(spec.command, str) and any("\0" in str(a) for a in spec.command):
+            problems["command"] = "an argument holds a NUL byte"
+        try:
+            ids = parse_run_as(spec.user)
+        except ValueError as exc:
+            problems["user"], ids = str(exc), None
+        what, problem = next(((k, v) for k, v in problems.items() if v), ("", None))
+        if problem:
+            raise LaunchError(f"job {spec.job_id}: refused, its {what} is unsafe: {problem}")
+        if ids is None or ids == (os.geteuid(), os.getegid()):
+            return None
+        if os.geteuid() != 0:
+            raise LaunchError(
+                f"job {spec.job_id}: its tenant runs jobs as {spec.user}, and this agent (uid {os.geteuid()}) is not "
+                "root, so it cannot switch to that user: run the agent as root, or clear the tenant's run_as"
+            )
+        return ids
+
     def start(self, spec: LaunchSpec) -> RunState:
         """Start the job, or return its state when this generation was already started here (idempotent)."""
+        ids = self.check(spec)
         argv = argv_of(spec.command)
         workdir = Path(spec.workdir)
         if not workdir.is_dir():
@@ -233,9 +263,14 @@ class ProcessLauncher(RunDirLauncher):
                 return existing
             if self.ledger is not None:
                 self.ledger.check(spec.job_id, spec.gpus)
-            return self._spawn(spec, argv, workdir)
+            return self._spawn(spec, argv, workdir, ids)
 
-    def _spawn(self, spec: LaunchSpec, argv: list[str], workdir: Path) -> RunState:
+    def shim_argv(self, exit_path: Path, argv: list[str], ids: tuple[int, int] | None = None) -> list[str]:
+        """The shim's command line: `--` ends its own arguments, so nothing of the job's is read as one."""
+        user = [f"{ids[0]}:{ids[1]}"] if ids else []
+        return [self.python, "-I", str(SHIM), str(exit_path), *user, "--", *argv]
+
+    def _spawn(self, spec: LaunchSpec, argv: list[str], workdir: Path, ids: tuple[int, int] | None) -> RunState:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_dir / f"job-{spec.job_id}.log"
         exit_path = self.run_dir / f"job-{spec.job_id}-{spec.generation}.exit"
@@ -251,7 +286,7 @@ class ProcessLauncher(RunDirLauncher):
             log.write(f"{header}\n".encode())
             log.flush()
             child = subprocess.Popen(
-                [self.python, "-I", str(SHIM), str(exit_path), "--", *argv],
+                self.shim_argv(exit_path, argv, ids),
                 cwd=workdir,
                 env=env,
                 stdin=subprocess.DEVNULL,

@@ -1,5 +1,14 @@
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
+
+from scheduler.launch.checks import run_as_problem
+
+
+def run_as_validator(value: str) -> None:
+    problem = run_as_problem(value)
+    if problem:
+        raise ValidationError(problem)
 
 
 class PriorityClass(models.Model):
@@ -38,6 +47,13 @@ class Tenant(models.Model):
         null=True,
         blank=True,
         help_text="Highest priority class its jobs may ask for; empty: the default class only.",
+    )
+    run_as = models.CharField(
+        max_length=21,
+        blank=True,
+        validators=[run_as_validator],
+        help_text="uid:gid its jobs run as on the nodes (container --user; the process launcher when the agent is "
+        "root); empty: the node agent's own user.",
     )
     created = models.DateTimeField(auto_now_add=True)
 

@@ -39,7 +39,7 @@ COMMON_TAIL = [
     "--init", "--ipc=host", "--network", "host",
     "--device", "/dev/infiniband", "--cap-add", "IPC_LOCK", "--ulimit", "memlock=-1",
     "--volume", "/shared/ckpt/job-7:/shared/ckpt/job-7", "--workdir", "/workspace",
-    IMAGE, "torchrun", "--nproc_per_node=2", "train.py",
+    "--", IMAGE, "torchrun", "--nproc_per_node=2", "train.py",
 ]  # fmt: skip
 HEAD = [
     "run",
@@ -83,12 +83,12 @@ def test_argv_options(tmp_path):
     )
     assert argv[9:] == [
         "--gpus", '"device=GPU-aaaa,GPU-bbbb"', "--env-file", "/run/clusterctl/job-7.env",
-        "--init", "--shm-size=16g", "--network", "host", IMAGE, "python", "train.py", "--resume",
+        "--init", "--shm-size=16g", "--network", "host", "--", IMAGE, "python", "train.py", "--resume",
     ]  # fmt: skip
     # A simple command line runs as the container's command (--init signals it); shell syntax needs a shell.
     piped = launcher.run_argv(job_spec(command="python train.py | tee log"))
-    assert piped[-4:] == [IMAGE, "/bin/sh", "-c", "python train.py | tee log"]
-    assert launcher.run_argv(job_spec(command=None))[-1] == IMAGE  # the image's own command
+    assert piped[-5:] == ["--", IMAGE, "/bin/sh", "-c", "python train.py | tee log"]
+    assert launcher.run_argv(job_spec(command=None))[-2:] == ["--", IMAGE]  # the image's own command
     with pytest.raises(LaunchError, match="job 7: no image to run"):
         launcher.run_argv(job_spec(image=""))
     with pytest.raises(ValueError, match="docker, podman, not 'lxc'"):

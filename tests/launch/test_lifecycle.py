@@ -119,6 +119,13 @@ def test_a_gang_starts_only_when_every_node_prepared_and_completes(site, sent, d
                                                 ("node_forget", ("gpu0001", job.pk, 1))]  # fmt: skip
 
 
+def test_the_nodes_are_told_the_tenants_user(site, sent, django_capture_on_commit_callbacks):
+    site.tenant.run_as = "2001:2001"
+    site.tenant.save(update_fields=["run_as"])
+    placed(site, sent, django_capture_on_commit_callbacks)
+    assert {args[0]["run_as"] for name, _, args in sent if name == "node_prepare"} == {"2001:2001"}
+
+
 def test_a_refusal_rolls_back_and_requeues(site, sent, django_capture_on_commit_callbacks):
     capture = django_capture_on_commit_callbacks
     job = placed(site, sent, capture, gpus=4, nodes=2, gpus_per_node=2)
