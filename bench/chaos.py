@@ -322,6 +322,9 @@ class Proc:
         self.log_path = folder / f"{name}.log"
         self.proc: subprocess.Popen | None = None
         self.starts = 0
+        self.exits: list[tuple[float, int]] = []  # exits nobody asked for: (when, exit status)
+        self.held = False  # a fault is killing and restarting it: the supervisor keeps off
+        self.lock = threading.Lock()
 
     def start(self) -> None:
         self.starts += 1
@@ -350,6 +353,16 @@ class Proc:
         if self.proc is not None:
             self.proc.wait(timeout=10)
 
+    @contextlib.contextmanager
+    def by_hand(self):
+        """Killed and restarted by a fault, not by the supervisor."""
+        with self.lock:
+            self.held = True
+        try:
+            yield self
+        finally:
+            self.held = False
+
     def stop(self, timeout: float = 15.0) -> None:
         if self.proc is None:
             return
@@ -364,8 +377,43 @@ class Proc:
             self.proc.wait(timeout=5)
 
 
-def compose_commands(port: int, folder: Path) -> dict[str, list[str]]:
-    """web, worker and beat as docker-compose.yml runs them, bound to 127.0.0.1:`port` and this run's folder."""
+class Supervisor:
+    """What compose's `restart: unless-stopped` does: a service process that exits is started again after the
+    restart delay. Each such exit is counted: a crash the supervisor hides is still a crash."""
+
+    def __init__(self, procs: dict[str, Proc], delay_s: float) -> None:
+        self.procs, self.delay_s = procs, delay_s
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="chaos-supervisor", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout=10)
+
+    def _run(self) -> None:
+        while not self.stop_event.wait(0.25):
+            for proc in self.procs.values():
+                with proc.lock:
+                    if proc.held or proc.proc is None or proc.proc.poll() is None:
+                        continue
+                    proc.exits.append((time.time(), proc.proc.returncode))
+                    say(f"        supervisor: {proc.name} exited ({proc.proc.returncode}); restarting it")
+                    if self.stop_event.wait(self.delay_s):
+                        return
+                    proc.start()
+
+
+COMPOSE_VARIABLE = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}")
+# The web server's listen options, for the ASGI servers the compose file may run.
+LISTEN_FLAGS = {"-b": "host", "--bind": "host", "--host": "host", "-p": "port", "--port": "port"}
+
+
+def compose_commands(port: int, folder: Path, env: dict[str, str]) -> dict[str, list[str]]:
+    """web, worker and beat as docker-compose.yml runs them: ${VAR:-default} filled in from `env` as compose does,
+    the web server on 127.0.0.1:`port`, files under /tmp in this run's folder, the executables of this venv."""
     defaults = {
         "web": ["daphne", "-b", "0.0.0.0", "-p", "8000", "clusterctl.asgi:application"],
         "worker": ["celery", "-A", "clusterctl", "worker", "-l", "INFO"],
@@ -380,16 +428,17 @@ def compose_commands(port: int, folder: Path) -> dict[str, list[str]]:
         say(f"  docker-compose.yml unreadable ({type(exc).__name__}: {exc}); using the documented commands")
         commands = defaults
     bindir = Path(sys.executable).parent
+    listen = {"host": "127.0.0.1", "port": str(port)}
     out = {}
     for name, argv in commands.items():
-        argv = list(argv)
+        argv = [COMPOSE_VARIABLE.sub(lambda m: env.get(m.group(1)) or m.group(2) or "", a) for a in argv]
         exe = bindir / argv[0]
         argv[:1] = [str(exe)] if exe.exists() else [sys.executable, "-m", argv[0]]
-        for flag, value in (("-b", "127.0.0.1"), ("-p", str(port))):
-            if flag in argv and name == "web":
-                argv[argv.index(flag) + 1] = value
-        argv = [str(folder / Path(a).name) if a.startswith("/tmp/") else a for a in argv]
-        out[name] = argv
+        if name == "web":
+            for i, flag in enumerate(argv[:-1]):
+                if flag in LISTEN_FLAGS:
+                    argv[i + 1] = listen[LISTEN_FLAGS[flag]]
+        out[name] = [str(folder / Path(a).name) if a.startswith("/tmp/") else a for a in argv]
     return out
 
 
@@ -728,6 +777,7 @@ class Run:
         self.pg = Postgres(args.pg_url, f"chaos_{os.getpid()}")
         self.redis: PrivateRedis | SharedRedis | None = None
         self.procs: dict[str, Proc] = {}
+        self.supervisor: Supervisor | None = None
         self.load: Load | None = None
         self.monitor: Monitor | None = None
         self.phases: list[Phase] = []
@@ -755,10 +805,12 @@ class Run:
         say(f"  migrated, cluster and {plan.tenants} tenants made in {time.monotonic() - t0:.1f} s")
         port = free_port()
         self.base_url = f"http://127.0.0.1:{port}"
-        for name, argv in compose_commands(port, self.folder).items():
+        for name, argv in compose_commands(port, self.folder, env).items():
             self.procs[name] = Proc(name, argv, {**env, "DATABASE_URL": with_app_name(self.pg.url, f"chaos-{name}")},
                                     self.folder)  # fmt: skip
             self.procs[name].start()
+        self.supervisor = Supervisor(self.procs, plan.restart_delay_s)
+        self.supervisor.start()
         self.monitor = Monitor(with_app_name(self.pg.url, "chaos-monitor"))
         self.monitor.start()
         if not wait_until(self._healthy, 60, every=0.5):
@@ -856,7 +908,10 @@ class Run:
                 holder = rows[0] if rows else None
                 if holder is None:
                     time.sleep(0.01)
-            worker.kill9()
+            with worker.by_hand():
+                worker.kill9()
+                time.sleep(self.plan.restart_delay_s)
+                worker.start()
             if holder is None:
                 p.notes.append("no round caught holding the lock in time: killed anyway")
             else:
@@ -870,8 +925,6 @@ class Run:
                 )
         finally:
             db.close()
-        time.sleep(self.plan.restart_delay_s)
-        worker.start()
         p.notes.append(f"worker restarted after {self.plan.restart_delay_s:g} s")
 
     def restart_redis(self, p: Phase) -> None:
@@ -903,10 +956,10 @@ class Run:
         return action
 
     def kill_beat(self, p: Phase) -> None:
-        beat = self.procs["beat"]
-        beat.kill9()
-        time.sleep(self.plan.restart_delay_s)
-        beat.start()
+        with self.procs["beat"].by_hand() as beat:
+            beat.kill9()
+            time.sleep(self.plan.restart_delay_s)
+            beat.start()
         p.notes.append(f"beat killed, a new one started {self.plan.restart_delay_s:g} s later")
 
     # -- figures --------------------------------------------------------------------------------------------------
@@ -968,12 +1021,14 @@ class Run:
             violations=self.monitor.violations,
             checks=self.monitor.checks,
             logs=scan_logs([proc.log_path for proc in self.procs.values()]),
+            crashes=[(name, at, rc) for name, proc in self.procs.items() for at, rc in proc.exits],
+            watched_until=time.time(),
         )
 
     # -- tear down ------------------------------------------------------------------------------------------------
 
     def down(self, keep: bool, keep_logs: bool) -> None:
-        for part in (self.load, self.monitor):
+        for part in (self.supervisor, self.load, self.monitor):
             if part is not None:
                 with contextlib.suppress(Exception):
                     part.stop()
@@ -1100,6 +1155,8 @@ def summarise(
     violations: dict[str, dict[int, float]],
     checks: int,
     logs: dict[str, Any],
+    crashes: list[tuple[str, float, int]],
+    watched_until: float,
 ) -> dict[str, Any]:
     outcome = classify(jobs, queue, submitted)
     api = calls
@@ -1124,12 +1181,15 @@ def summarise(
                 "notes": p.notes,
                 "jobs_submitted": len(inside),
                 **waits,
+                # None: not back by the end of the run (`watched_until`); the report shows the lower bound.
                 "samples_back_s": round(sample_back - p.end, 1) if sample_back else None,
                 "rounds_back_s": round(round_back - p.end, 1) if round_back else None,
+                "not_back_after_s": round(watched_until - p.end, 1),
                 "api_5xx": sum(1 for c in in_phase if c.status is not None and c.status >= 500),
                 "api_unanswered": sum(1 for c in in_phase if c.status is None),
                 "api_slowest_s": round(max((c.took for c in in_phase), default=0.0), 1),
                 "node_alerts": Counter(rule for rule, _, at in node_alerts if p.start <= at < until),
+                "crashed": sorted(f"{name} ({rc})" for name, at, rc in crashes if p.start <= at < until),
             }
         )
     held_twice = len(double_held)
@@ -1163,6 +1223,7 @@ def summarise(
             "nodes": len({key for _, key, _ in node_alerts}),
         },
         "alerts_by_rule": dict(Counter(rule for rule, _, _ in alerts)),
+        "crashes": dict(Counter(name for name, _, _ in crashes)),
         "faults": faults,
         "logs": logs,
         "must": must,
@@ -1213,6 +1274,9 @@ def report(fig: dict[str, Any]) -> str:
     def secs(v: float | None) -> str:
         return "-" if v is None else f"{v:g} s"
 
+    def back(f: dict, key: str) -> str:
+        return secs(f[key]) if f[key] is not None else f">{f['not_back_after_s']:g} s"
+
     alerts = fig["node_alerts"]
     lines = [
         "",
@@ -1235,6 +1299,8 @@ def report(fig: dict[str, Any]) -> str:
         row("false node alerts (unreachable + down)", must["false_node_alerts"], "false_node_alerts")
         + (f"   {alerts['by_rule']} on {alerts['nodes']} nodes" if must["false_node_alerts"] else ""),
         row("invariant checks made", fig["invariants"]["checks"]),
+        row("service crashes (restarted by the supervisor)", sum(fig["crashes"].values()))
+        + (f"   {fig['crashes']}" if fig["crashes"] else ""),
     ]
     if j["lost_jobs"]:
         lines.append(f"  lost jobs: {j['lost_jobs']}")
@@ -1255,15 +1321,21 @@ def report(fig: dict[str, Any]) -> str:
         longest = (">" if f["longest_is_lower_bound"] else "") + secs(f["longest_wait_s"])
         lines.append(
             f"  {f['fault'] + ' ' + f['title']:48} {f['jobs_submitted']:>4} {longest:>9} {secs(f['median_wait_s']):>6} "
-            f"{secs(f['samples_back_s']):>8} {secs(f['rounds_back_s']):>7} {f['api_5xx']:>4} "
+            f"{back(f, 'samples_back_s'):>8} {back(f, 'rounds_back_s'):>7} {f['api_5xx']:>4} "
             f"{sum(f['node_alerts'].values()):>6}"
         )
     lines += [
         "",
         "  wait: from the later of a job's submission and the fault's end to the first round that took it into",
         "  account ('>': still waiting when the next fault began); back: from the fault's end to the first sample",
-        "  stored and to the end of the first round started after it. What each fault did:",
-        *(f"    {f['fault']}: {'; '.join(f['notes'])}" for f in fig["faults"] if f["notes"]),
+        "  stored and to the end of the first round started after it ('>': not back when the run ended).",
+        "  What each fault did:",
+        *(
+            f"    {f['fault']}: {'; '.join(f['notes'])}"
+            + (f"; crashed, restarted by the supervisor: {', '.join(f['crashed'])}" if f["crashed"] else "")
+            for f in fig["faults"]
+            if f["notes"] or f["crashed"]
+        ),
     ]
     for name, scan in fig["logs"].items():
         if scan["exceptions"]:
