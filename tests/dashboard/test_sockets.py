@@ -59,6 +59,22 @@ async def test_unknown_cluster_gets_4404(site, client, operator):
     assert await close_code(communicator(queue_path(10**9), cookie)) == CLOSE_NOT_FOUND
 
 
+async def test_an_unknown_path_is_closed_with_4404_without_an_error(site, client, operator, caplog):
+    # Channels' router raised ValueError("No route found") here: a traceback in the log and a 500 to the upgrade.
+    cookie = await cookie_of(client, operator)
+    for path in ("/ws/nope/", "/ws/clusters/1/fabric/extra/", "/", "/ws/clusters/x/queue/"):
+        assert await close_code(communicator(path, cookie)) == CLOSE_NOT_FOUND, path
+    assert await close_code(communicator("/ws/nope/")) == CLOSE_NOT_FOUND  # anonymous: the same answer
+    assert [r for r in caplog.records if r.levelname in ("ERROR", "CRITICAL")] == []
+
+
+async def test_an_unknown_path_from_a_foreign_origin_is_still_refused_before_any_consumer(site, client, operator):
+    ws = communicator("/ws/nope/", await cookie_of(client, operator), origin=b"https://evil.example")
+    connected, _ = await ws.connect()
+    assert not connected
+    await ws.disconnect()
+
+
 async def test_fabric_socket_sends_a_snapshot_per_topic_and_resyncs(site, client, operator):
     ws = communicator(fabric_path(site.cluster.pk), await cookie_of(client, operator))
     connected, _ = await ws.connect()
