@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import time
 
-from django.db import DatabaseError, connection, transaction
+from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from dashboard import broadcast
 from fabric.models import Cluster
 from scheduler import actions
+from scheduler.actions.errors import RoundBusy
+from scheduler.actions.locking import atomic_retry
 from scheduler.adapters import build_snapshot
 from scheduler.core import schedule
 from scheduler.models import ClusterScheduler, SchedulingRound
 
-
-class RoundBusy(Exception):
-    """Another round of the same cluster holds the lock."""
+__all__ = ["RoundBusy", "run_round"]
 
 
 def _lock(cluster_id: int) -> ClusterScheduler:
@@ -28,37 +28,43 @@ def _lock(cluster_id: int) -> ClusterScheduler:
 
 
 def run_round(cluster_id: int, trigger: str = "manual") -> SchedulingRound:
-    """Run one round; raise RoundBusy when another one holds the cluster (the task retries)."""
+    """Run one round; raise RoundBusy when another one holds the cluster (the task retries). A round that
+    PostgreSQL aborts for a deadlock runs again from a new snapshot (atomic_retry)."""
     cluster = Cluster.objects.get(pk=cluster_id)
     actions.ensure_scheduler(cluster)
-    started_at, t0 = timezone.now(), time.perf_counter()
-    with transaction.atomic():
-        _lock(cluster_id)
-        snapshot, index = build_snapshot(cluster_id)
-        t1 = time.perf_counter()
-        decisions = schedule(snapshot)
-        engine_ms = (time.perf_counter() - t1) * 1000
-        record = SchedulingRound.objects.create(
-            cluster_id=cluster_id,
-            started=started_at,
-            trigger=trigger[:64],
-            pending=len(snapshot.pending),
-            running=len(snapshot.running),
-            engine_ms=engine_ms,
-        )
-        t2 = time.perf_counter()
-        applied = actions.apply_decisions(record.pk, decisions, index)
-        t3 = time.perf_counter()
-        record.placed, record.preempted, record.migrated = applied.placed, applied.preempted, applied.migrated
-        record.requeued, record.rejected_stale = applied.requeued, applied.rejected_stale
-        record.decisions = applied.log[:2000]
-        record.stats = {k: v for k, v in decisions.stats.items() if isinstance(v, int | float | str)}
-        record.stats["load_ms"] = round((t1 - t0) * 1000, 1)
-        record.stats["apply_ms"] = round((t3 - t2) * 1000, 1)
-        record.stats["queue_ms"] = round(applied.queue_ms, 1)
-        record.duration_ms = (time.perf_counter() - t0) * 1000
-        record.save()
-        ClusterScheduler.objects.filter(cluster_id=cluster_id).update(last_round_at=timezone.now())
+    record = _round(cluster_id, trigger)
     # Queue order and reasons, the last round on the overview (placements also mark through job events).
     broadcast.mark_dirty(cluster_id, ("queue", "overview"))
+    return record
+
+
+@atomic_retry
+def _round(cluster_id: int, trigger: str) -> SchedulingRound:
+    started_at, t0 = timezone.now(), time.perf_counter()
+    _lock(cluster_id)
+    snapshot, index = build_snapshot(cluster_id)
+    t1 = time.perf_counter()
+    decisions = schedule(snapshot)
+    engine_ms = (time.perf_counter() - t1) * 1000
+    record = SchedulingRound.objects.create(
+        cluster_id=cluster_id,
+        started=started_at,
+        trigger=trigger[:64],
+        pending=len(snapshot.pending),
+        running=len(snapshot.running),
+        engine_ms=engine_ms,
+    )
+    t2 = time.perf_counter()
+    applied = actions.apply_decisions(record.pk, decisions, index)
+    t3 = time.perf_counter()
+    record.placed, record.preempted, record.migrated = applied.placed, applied.preempted, applied.migrated
+    record.requeued, record.rejected_stale = applied.requeued, applied.rejected_stale
+    record.decisions = applied.log[:2000]
+    record.stats = {k: v for k, v in decisions.stats.items() if isinstance(v, int | float | str)}
+    record.stats["load_ms"] = round((t1 - t0) * 1000, 1)
+    record.stats["apply_ms"] = round((t3 - t2) * 1000, 1)
+    record.stats["queue_ms"] = round(applied.queue_ms, 1)
+    record.duration_ms = (time.perf_counter() - t0) * 1000
+    record.save()
+    ClusterScheduler.objects.filter(cluster_id=cluster_id).update(last_round_at=timezone.now())
     return record

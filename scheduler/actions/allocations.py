@@ -12,6 +12,7 @@ from django.utils import timezone
 from clusterctl.bulk import copy_rows as _insert_rows  # noqa: F401  (scheduler.actions.apply)
 from fabric.models import GPU, Node
 from scheduler.actions.errors import StaleDecision
+from scheduler.actions.locking import lock_ledgers
 from scheduler.choices import ShareKind
 from scheduler.models import (
     Allocation,
@@ -63,8 +64,9 @@ def ensure_cluster_ledgers(cluster_id: int) -> int:
 
 def _claim(job: Job, share: ShareSpec, replicas_max: int) -> Allocation:
     """Take one share through the ledger; raise StaleDecision when the GPU no longer has room."""
-    # The same room rules as a round's bulk placement (_fits), on the row locked for this claim.
-    ledger = GpuLedger.objects.select_for_update().filter(gpu_id=share.gpu_id).first()
+    # The same room rules as a round's bulk placement (_fits), on the row locked for this claim (allocate locked
+    # all of the claim's ledgers first, in gpu_id order).
+    ledger = GpuLedger.objects.select_for_update(no_key=True).filter(gpu_id=share.gpu_id).first()
     if ledger is None or not _fits(ledger, share, replicas_max):
         raise StaleDecision(f"GPU {share.gpu_id} no longer has room for a {share.kind} share")
     _take(ledger, share, replicas_max)
@@ -95,6 +97,7 @@ def allocate(job: Job, shares: Sequence[ShareSpec], *, replicas_max: int = 1) ->
     _ensure_ledgers(s.gpu_id for s in shares)
     try:
         with transaction.atomic():
+            lock_ledgers(s.gpu_id for s in shares)
             return [_claim(job, share, replicas_max) for share in shares]
     except IntegrityError as exc:  # the database refused a double allocation the ledger did not catch
         raise StaleDecision(f"job {job.pk}: {exc}") from exc
@@ -102,11 +105,13 @@ def allocate(job: Job, shares: Sequence[ShareSpec], *, replicas_max: int = 1) ->
 
 def release_allocations(job: Job, gpu_ids: Iterable[int] | None = None) -> int:
     """Give back everything the job holds (or only its shares on `gpu_ids`: a migration's old GPUs); the ledger
-    sums go down by exactly what it held."""
-    held_rows = Allocation.objects.select_for_update().filter(job=job, active=True)
+    sums go down by exactly what it held. The caller holds the job's row lock (scheduler.actions: lock order)."""
+    # The allocation rows only (a default ordering on job and GPU would join, and lock, those rows too).
+    held_rows = Allocation.objects.select_for_update(no_key=True, of=("self",)).filter(job=job, active=True)
     if gpu_ids is not None:
         held_rows = held_rows.filter(gpu_id__in=list(gpu_ids))
-    held = list(held_rows)
+    held = list(held_rows.order_by("pk"))
+    lock_ledgers(a.gpu_id for a in held)
     for a in held:
         ledger = GpuLedger.objects.filter(gpu_id=a.gpu_id)
         if a.kind in (ShareKind.WHOLE, ShareKind.MPS):

@@ -27,6 +27,7 @@ from scheduler.actions.launches import abandon_launches, launch_on_commit, place
 from scheduler.actions.launches import enabled as launches_enabled
 from scheduler.actions.launches import migrate as migrate_launches
 from scheduler.actions.launches import preempt as preempt_launches
+from scheduler.actions.locking import jobs_for_update, lock_jobs, lock_ledgers
 from scheduler.choices import ACTIVE_STATUSES, JobStatus, ShareKind
 from scheduler.models import (
     Allocation,
@@ -87,6 +88,7 @@ def apply_decisions(round_id: int, decisions, index) -> Applied:
     done = Applied()
     jobs, pools = index.jobs, index.pools
     now = timezone.now()
+    _lock_in_order(decisions)
 
     def attempt(kind: str, job_id: int, fn) -> bool:
         try:
@@ -136,6 +138,26 @@ def apply_decisions(round_id: int, decisions, index) -> Applied:
     _record_queue(index.cluster_id, decisions, jobs)
     done.queue_ms = (time.perf_counter() - t) * 1000
     return done
+
+
+def _lock_in_order(decisions) -> None:
+    """Lock every job the round changes, then every GPU ledger it changes, before the first decision applies.
+
+    Decisions apply one after another in one transaction: left to each, a requeue would lock its job and ledgers,
+    and the preemption after it another job, so a job lock would come after a ledger lock, against the order
+    every other action takes them (scheduler.actions). A round of placements only is already in order
+    (_place_all locks its jobs, then its ledgers).
+    """
+    moving = [j for j, _ in decisions.requeues] + [j for j, _ in decisions.failures]
+    moving += [p.job_id for p in decisions.preemptions] + [m.job_id for m in decisions.migrations]
+    if not moving:
+        return
+    lock_jobs([*moving, *(p.job_id for p in decisions.placements)])
+    held = Allocation.objects.filter(job_id__in=moving, active=True).values_list("gpu_id", flat=True)
+    wanted = {s.gpu_id for m in decisions.migrations for s in m.placement.shares}
+    wanted |= {s.gpu_id for p in decisions.placements for s in p.shares}
+    _ensure_ledgers(wanted)
+    lock_ledgers({*held, *wanted})
 
 
 def _requeue(job: Job, reason: str, round_id: int) -> None:
@@ -197,8 +219,9 @@ def _place_all(placements, index, round_id: int, now) -> tuple[list, list[tuple[
     specs = {p.job_id: _shares(p, index) for p in placements}
     current = {
         pk: (status, version, held)
-        for pk, status, version, held in Job.objects.select_for_update()
+        for pk, status, version, held in jobs_for_update()
         .filter(pk__in=list(specs))
+        .order_by("pk")
         .values_list("pk", "status", "version", "held")
     }
     ledger_fields = (
@@ -213,7 +236,8 @@ def _place_all(placements, index, round_id: int, now) -> tuple[list, list[tuple[
     wanted = {s.gpu_id for v in specs.values() for s in v}
 
     def lock(ids) -> dict[int, GpuLedger]:
-        rows = GpuLedger.objects.select_for_update().filter(gpu_id__in=ids).values_list(*ledger_fields)
+        rows = GpuLedger.objects.select_for_update(no_key=True).filter(gpu_id__in=ids).order_by("gpu_id")
+        rows = rows.values_list(*ledger_fields)
         return {row[0]: GpuLedger(**dict(zip(ledger_fields, row, strict=True))) for row in rows}
 
     ledgers = lock(wanted)

@@ -13,6 +13,7 @@ from django.utils import timezone
 from scheduler import events
 from scheduler.actions.allocations import release_allocations
 from scheduler.actions.errors import ActionError, StaleDecision
+from scheduler.actions.locking import atomic_retry, lock_job
 from scheduler.choices import ACTIVE_STATUSES, FINAL_STATUSES, JobStatus
 from scheduler.models import (
     Job,
@@ -50,7 +51,7 @@ def _move(job: Job, to: str, reason: str, *, actor: str, expect: Sequence[str], 
     events.job_changed_on_commit(job)
 
 
-@transaction.atomic
+@atomic_retry
 def submit_job(tenant: Tenant, pool: Pool, priority_class: PriorityClass, *, actor: str = "", **request: Any) -> Job:
     """Queue a validated request (scheduler.validation checks it first). A round follows on commit."""
     _refuse_protected(priority_class, [request])
@@ -64,10 +65,13 @@ def submit_job(tenant: Tenant, pool: Pool, priority_class: PriorityClass, *, act
 
 
 def _locked(job: Job) -> Job:
-    return Job.objects.select_for_update().select_related("pool").get(pk=job.pk)
+    locked = lock_job(job.pk)
+    if locked is None:
+        raise Job.DoesNotExist(f"job {job.pk} no longer exists")
+    return locked
 
 
-@transaction.atomic
+@atomic_retry
 def cancel_job(job: Job, *, actor: str, reason: str = "cancelled") -> Job:
     job = _locked(job)
     if job.status in FINAL_STATUSES:
@@ -79,7 +83,7 @@ def cancel_job(job: Job, *, actor: str, reason: str = "cancelled") -> Job:
     return job
 
 
-@transaction.atomic
+@atomic_retry
 def finish_job(job: Job, *, succeeded: bool, reason: str = "", actor: str = "node agent") -> Job:
     job = _locked(job)
     if job.status not in ACTIVE_STATUSES:
@@ -93,7 +97,7 @@ def finish_job(job: Job, *, succeeded: bool, reason: str = "", actor: str = "nod
     return job
 
 
-@transaction.atomic
+@atomic_retry
 def hold_job(job: Job, *, actor: str, reason: str = "held by an operator") -> Job:
     job = _locked(job)
     if job.status != JobStatus.PENDING:
@@ -107,7 +111,7 @@ def hold_job(job: Job, *, actor: str, reason: str = "held by an operator") -> Jo
     return job
 
 
-@transaction.atomic
+@atomic_retry
 def release_job(job: Job, *, actor: str) -> Job:
     job = _locked(job)
     if not job.held:
@@ -120,7 +124,7 @@ def release_job(job: Job, *, actor: str) -> Job:
     return job
 
 
-@transaction.atomic
+@atomic_retry
 def requeue_job(job: Job, *, actor: str, reason: str = "requeued by an operator", round_id: int | None = None) -> Job:
     """A running job goes back to pending, keeping its place in line (queue_seq)."""
     job = _locked(job)
@@ -133,7 +137,7 @@ def requeue_job(job: Job, *, actor: str, reason: str = "requeued by an operator"
     return job
 
 
-@transaction.atomic
+@atomic_retry
 def submit_jobs_bulk(
     tenant: Tenant, pool: Pool, priority_class: PriorityClass, requests: list[dict], *, request_round: bool = True
 ) -> int:

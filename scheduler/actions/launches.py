@@ -38,6 +38,7 @@ from django.utils import timezone
 
 from scheduler.actions.allocations import ShareSpec, allocate, release_allocations
 from scheduler.actions.jobs import SCHEDULER, _event, _move, finish_job, request_round_on_commit, requeue_job
+from scheduler.actions.locking import atomic_retry, lock_job, lock_jobs
 from scheduler.choices import ACTIVE_STATUSES, OPEN_LAUNCH_STATES, STARTED_LAUNCH_STATES, JobStatus, LaunchState
 from scheduler.models import Allocation, Job, Launch
 
@@ -110,12 +111,12 @@ def _share(a: Allocation) -> dict[str, Any]:
     }
 
 
-@transaction.atomic
+@atomic_retry
 def launch_job(job_id: int) -> list[Launch]:
     """Write the launches of the job's current generation and send each node its prepare (idempotent)."""
     from fabric.models import NodeTopology
 
-    job = Job.objects.select_for_update().filter(pk=job_id).first()
+    job = lock_job(job_id)
     if job is None or job.status != JobStatus.ADMITTED:
         return []
     if Launch.objects.filter(job=job, generation=job.generation).exists():
@@ -171,14 +172,17 @@ def launch_job(job_id: int) -> list[Launch]:
     return rows
 
 
+def _launches_for_update():
+    """Launch rows to lock, the launch's row only: the default ordering on `job` would join, and lock, the job too."""
+    return Launch.objects.select_for_update(no_key=True, of=("self",)).order_by("pk")
+
+
 def _locked(result: Mapping[str, Any]) -> tuple[Job | None, Launch | None]:
-    job = Job.objects.select_for_update().select_related("pool").filter(pk=int(result["job_id"])).first()
+    job = lock_job(int(result["job_id"]))
     if job is None:
         return None, None
     launch = (
-        Launch.objects.select_for_update()
-        .filter(job=job, generation=int(result["generation"]), hostname=result["host"])
-        .first()
+        _launches_for_update().filter(job=job, generation=int(result["generation"]), hostname=result["host"]).first()
     )
     return job, launch
 
@@ -199,7 +203,7 @@ def _generation(job: Job, generation: int | None = None) -> list[Launch]:
     return list(Launch.objects.filter(job=job, generation=job.generation if generation is None else generation))
 
 
-@transaction.atomic
+@atomic_retry
 def record_prepared(result: Mapping[str, Any]) -> None:
     """launch_ack: a node prepared (or refused). Once every node of the generation prepared, start them all."""
     job, launch = _locked(result)
@@ -223,7 +227,7 @@ def record_prepared(result: Mapping[str, Any]) -> None:
     _send_on_commit("node_start", starts, link="start_ack", expires=settings.LAUNCH_ACK_TIMEOUT_S)
 
 
-@transaction.atomic
+@atomic_retry
 def record_started(result: Mapping[str, Any]) -> None:
     """start_ack: a node started its part (or could not). The job runs once every node started."""
     job, launch = _locked(result)
@@ -252,7 +256,7 @@ def _advance(job: Job) -> None:
         finish_job(job, succeeded=True, reason=f"exited 0 on {', '.join(la.hostname for la in launches)}")
 
 
-@transaction.atomic
+@atomic_retry
 def record_exit(host: str, item: Mapping[str, Any]) -> None:
     """An agent saw the job end on its own (or lose it). Completion, failure or requeue follows; then forget."""
     job, launch = _locked({**item, "host": host})
@@ -304,7 +308,7 @@ def _stop(job: Job, launches: Sequence[Launch], why: str) -> int:
 
 
 def _open(job: Job) -> list[Launch]:
-    return list(Launch.objects.select_for_update().filter(job=job, state__in=OPEN_LAUNCH_STATES))
+    return list(_launches_for_update().filter(job=job, state__in=OPEN_LAUNCH_STATES))
 
 
 def abandon_launches(job: Job, why: str) -> int:
@@ -384,7 +388,7 @@ def rollback(job: Job, reason: str) -> None:
     request_round_on_commit(job.pool.cluster_id, f"job {job.pk} launch rolled back")
 
 
-@transaction.atomic
+@atomic_retry
 def record_stopped(result: Mapping[str, Any]) -> None:
     """stop_ack: a node stopped its part, within the grace period or with SIGKILL. Settles the job."""
     job, launch = _locked(result)
@@ -423,14 +427,19 @@ def record_stopped(result: Mapping[str, Any]) -> None:
 # -- agent restart -----------------------------------------------------------------------------------------
 
 
-@transaction.atomic
+@atomic_retry
 def agent_hello(host: str, found: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """A (re)started agent reports what its run directory holds; keep, kill, report, forget, or mark lost."""
     from scheduler.launch.agent import FoundJob
     from scheduler.launch.reconcile import plan_reconcile
 
     items = [FoundJob.from_dict(f) for f in found]
-    # Read without locks: each step below locks its job, then its launch, like every other handler (no deadlock).
+    # Every job the steps below may change, locked at once in id order: each step then locks its job again (held
+    # already) and its launches and ledgers after it, so no job lock ever follows a ledger lock (scheduler.actions).
+    lock_jobs(
+        [*Launch.objects.filter(hostname=host, state__in=STARTED_LAUNCH_STATES).values_list("job_id", flat=True),
+         *(f.job_id for f in items)]
+    )  # fmt: skip
     launches = list(Launch.objects.filter(hostname=host, state__in=STARTED_LAUNCH_STATES).order_by("generation"))
     expected = {la.job_id: la.generation for la in launches}  # the newest generation per job
     by_key = {(la.job_id, la.generation): la for la in launches}
@@ -500,16 +509,14 @@ def sweep(now=None) -> dict[str, int]:
     return done
 
 
-@transaction.atomic
+@atomic_retry
 def _time_out(job_id: int, now, limit: float) -> int:
-    job = Job.objects.select_for_update().select_related("pool").filter(pk=job_id).first()
+    job = lock_job(job_id)
     if job is None:
         return 0
     cutoff = now - timedelta(seconds=limit)
     late = list(
-        Launch.objects.select_for_update().filter(
-            job=job, state__in=(S.SENT, S.PREPARED, S.STARTING), changed_at__lt=cutoff
-        )
+        _launches_for_update().filter(job=job, state__in=(S.SENT, S.PREPARED, S.STARTING), changed_at__lt=cutoff)
     )
     if not late:
         return 0
@@ -525,12 +532,12 @@ def _time_out(job_id: int, now, limit: float) -> int:
     return len(late)
 
 
-@transaction.atomic
+@atomic_retry
 def _give_up_stop(launch_id: int, limit: float) -> int:
     # Job first, then its launch: the order every other lifecycle handler locks in (the reverse could deadlock).
     job_id = Launch.objects.filter(pk=launch_id).values_list("job_id", flat=True).first()
-    job = Job.objects.select_for_update().filter(pk=job_id).first() if job_id is not None else None
-    la = Launch.objects.select_for_update().filter(pk=launch_id, state=S.STOPPING).first() if job else None
+    job = lock_job(job_id) if job_id is not None else None
+    la = _launches_for_update().filter(pk=launch_id, state=S.STOPPING).first() if job else None
     if la is None:
         return 0
     la.job = job

@@ -7,13 +7,14 @@ from django.db.models import Prefetch, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import PermissionDenied
+from rest_framework.exceptions import APIException, PermissionDenied
 from rest_framework.response import Response
 
 from clusterctl.openapi import error_response
 from clusterctl.pagination import query_int
 from fabric.models import Node
 from scheduler import actions
+from scheduler.actions.locking import is_transient
 from scheduler.api.access import IsOperator, IsOperatorOrTenant, tenant_of
 from scheduler.api.filtersets import JobFilterSet, QuotaFilterSet
 from scheduler.api.serializers import (
@@ -35,6 +36,18 @@ DEFAULT_LOG_LINES = 100
 _CONFLICT = "The job is not in a state this action applies to (e.g. cancelling a job that already ended)."
 
 
+class Busy(APIException):
+    """503: the database kept aborting the change for lock conflicts; nothing was changed, the same request may be
+    sent again. DRF's exception handler turns `wait` into the Retry-After header."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    default_code = "busy"
+
+    def __init__(self, detail: str, wait: int) -> None:
+        super().__init__(detail)
+        self.wait = wait
+
+
 class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = JobSerializer
     permission_classes = [IsOperatorOrTenant]
@@ -52,6 +65,15 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_serializer_class(self):
         return JobDetailSerializer if self.action == "retrieve" else JobSerializer
+
+    def handle_exception(self, exc: Exception) -> Response:
+        # The actions rerun what PostgreSQL aborts (scheduler.actions.locking.atomic_retry); what outlasts their
+        # retries is a busy moment to report as one, never a server error.
+        if isinstance(exc, actions.Contended):
+            exc = Busy(f"the scheduler is busy ({exc}); send the request again", exc.retry_after_s)
+        elif is_transient(exc):
+            exc = Busy("the scheduler is busy (the database aborted the change); send the request again", 1)
+        return super().handle_exception(exc)
 
     def get_serializer_context(self) -> dict:
         context = super().get_serializer_context()
