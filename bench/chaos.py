@@ -1310,6 +1310,8 @@ def report(fig: dict[str, Any]) -> str:
         lines.append(f"  5xx by status {api['server_errors_by_status']}; e.g. {api['server_error_samples'][:2]}")
     if api["refused_4xx"]:
         lines.append(f"  refused (4xx): {api['refused_4xx']}")
+    if fig["alerts_by_rule"]:
+        lines.append(f"  alerts raised during the run, by rule: {fig['alerts_by_rule']}")
     if fig["invariants"]["other"]:
         lines.append(f"  invariant breaches: {fig['invariants']['other']}")
     lines += [
