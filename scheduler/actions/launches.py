@@ -32,7 +32,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -40,6 +40,7 @@ from scheduler.actions.allocations import ShareSpec, allocate, release_allocatio
 from scheduler.actions.jobs import SCHEDULER, _event, _move, finish_job, request_round_on_commit, requeue_job
 from scheduler.actions.locking import atomic_retry, lock_job, lock_jobs
 from scheduler.choices import ACTIVE_STATUSES, OPEN_LAUNCH_STATES, STARTED_LAUNCH_STATES, JobStatus, LaunchState
+from scheduler.launch.env import free_master_port, master_hostname, parse_port_range
 from scheduler.models import Allocation, Job, Launch
 
 log = logging.getLogger(__name__)
@@ -166,10 +167,42 @@ def launch_job(job_id: int) -> list[Launch]:
             Launch(job=job, generation=job.generation, node_id=node_id, hostname=nodes[node_id].hostname,
                    state=S.SENT, gpu_ids=[a.gpu_id for a in items], payload=payload, changed_at=now)
         )  # fmt: skip
-    Launch.objects.bulk_create(rows)
+    master = next(r for r in rows if r.hostname == master_hostname(r.hostname for r in rows))
+    if _store_with_master_port(job, rows, master) is None:
+        rollback(job, f"every master port ({settings.LAUNCH_MASTER_PORTS}) is held on {master.hostname}: requeued")
+        return []
     prepares = [(r.hostname, (r.payload,)) for r in rows]
     _send_on_commit("node_prepare", prepares, link="launch_ack", expires=settings.LAUNCH_ACK_TIMEOUT_S)
     return rows
+
+
+MASTER_PORT_ATTEMPTS = 5
+
+
+def _store_with_master_port(job: Job, rows: list[Launch], master: Launch) -> int | None:
+    """Store the generation's launches with a MASTER_PORT no open launch on the master node holds (a port that is a
+    function of the job id alone collides there: jobs 7 and 507 share 29507). The job id's own port when free, else
+    the next free one. Two launches choosing at once on one master: the partial unique index
+    one_open_launch_per_master_port refuses the second, which chooses again. None when every port is held."""
+    low, high = parse_port_range(settings.LAUNCH_MASTER_PORTS)
+    for attempt in range(MASTER_PORT_ATTEMPTS):
+        taken = Launch.objects.filter(
+            node_id=master.node_id, state__in=OPEN_LAUNCH_STATES, master_port__isnull=False
+        ).values_list("master_port", flat=True)
+        port = free_master_port(job.pk, taken, low, high)
+        if port is None:
+            return None
+        master.master_port = port
+        master.payload["allocation"]["master_port"] = port  # one allocation dict: every node's payload says it
+        try:
+            with transaction.atomic():
+                Launch.objects.bulk_create(rows)
+        except IntegrityError:
+            if attempt == MASTER_PORT_ATTEMPTS - 1:
+                raise
+            continue
+        return port
+    return None
 
 
 def _launches_for_update():

@@ -186,6 +186,7 @@ class NodeAgent:
             nodes=tuple(nodes),
             generation=int(alloc["generation"]),
             env=dict(alloc.get("env") or {}),
+            master_port=int(alloc.get("master_port") or 0),
         )
 
     def _resolve_mig(self, share: GpuShare, slot: Mapping[str, Any] | None) -> str:

@@ -3,7 +3,9 @@
 Every node of a job calls `job_environment` with the same `JobAllocation` and its own hostname, so the
 values that must agree across nodes (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, rank ranges) are derived only
 from that description, never from the local machine: nodes are ordered by a natural sort of their
-hostnames, the port is a function of the job id.
+hostnames, and the port is the one the central side chose for the job on its master node (the allocation's
+`master_port`: no two open launches on one master hold the same, a database constraint says so), or, in a
+description without one, a function of the job id.
 
 Device selection uses UUIDs, never indices: an index changes meaning under CUDA_VISIBLE_DEVICES, inside a
 container and under MPS (NVIDIA's MPS guide recommends UUIDs for that reason).
@@ -85,6 +87,7 @@ class JobAllocation:
     nodes: tuple[NodeAllocation, ...]
     generation: int = 0  # bumped on every (re)launch, so a stale launch or stop is recognisable
     env: Mapping[str, str] = field(default_factory=dict)
+    master_port: int = 0  # chosen centrally per master node (free_master_port); 0: the job id's (master_port)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +120,10 @@ class HcaAffinity:
         return cls(tuple(nics), {int(gpu): dict(codes) for gpu, codes in nic_affinity.items()})
 
 
+def _natural(hostname: str) -> list:
+    return [int(p) if p.isdigit() else p for p in _NATURAL.split(hostname)]
+
+
 def ordered_nodes(job: JobAllocation) -> list[NodeAllocation]:
     """The job's nodes in the order every node agrees on: natural order of hostnames (gpu2 < gpu10)."""
     names = [n.hostname for n in job.nodes]
@@ -125,7 +132,24 @@ def ordered_nodes(job: JobAllocation) -> list[NodeAllocation]:
         raise LaunchEnvError(f"job {job.job_id}: node {duplicates[0]} appears twice in the allocation")
     if not job.nodes:
         raise LaunchEnvError(f"job {job.job_id}: the allocation has no nodes")
-    return sorted(job.nodes, key=lambda n: [int(p) if p.isdigit() else p for p in _NATURAL.split(n.hostname)])
+    return sorted(job.nodes, key=lambda n: _natural(n.hostname))
+
+
+def master_hostname(hostnames: Iterable[str]) -> str:
+    """The node that runs rank 0 and listens on MASTER_PORT: the first in natural order (as ordered_nodes)."""
+    return min(hostnames, key=_natural)
+
+
+def parse_port_range(text: str) -> tuple[int, int]:
+    """ "29500-29999" (or one port) -> (29500, 29999); ValueError naming the problem."""
+    low, _, high = text.strip().partition("-")
+    try:
+        ports = int(low), int(high or low)
+    except ValueError:
+        raise ValueError(f"master port range {text!r} is not LOW-HIGH") from None
+    if not 0 < ports[0] <= ports[1] < 65536:
+        raise ValueError(f"master port range {text!r} is not within 1-65535, low first")
+    return ports
 
 
 def master_port(job_id: int, settings: LaunchSettings = LaunchSettings()) -> int:
@@ -134,6 +158,32 @@ def master_port(job_id: int, settings: LaunchSettings = LaunchSettings()) -> int
     if not 0 < low <= high < 65536:
         raise LaunchEnvError(f"master port range {low}-{high} is not within 1-65535")
     return low + job_id % (high - low + 1)
+
+
+def free_master_port(job_id: int, taken: Iterable[int], low: int, high: int) -> int | None:
+    """The job's port on its master node: the job id's own (as master_port) when no open launch on that node
+    holds it, else the next free one in [low, high], wrapping; None when every port of the range is held."""
+    span, held = high - low + 1, set(taken)
+    start = job_id % span
+    for step in range(span):
+        port = low + (start + step) % span
+        if port not in held:
+            return port
+    return None
+
+
+def job_master_port(job: JobAllocation, settings: LaunchSettings = LaunchSettings()) -> int:
+    """MASTER_PORT of this job: the one its allocation names (checked against this node's range), else the
+    job id's."""
+    if not job.master_port:
+        return master_port(job.job_id, settings)
+    if not settings.master_port_min <= job.master_port <= settings.master_port_max:
+        raise LaunchEnvError(
+            f"job {job.job_id}: master port {job.master_port} is outside this node's range "
+            f"{settings.master_port_min}-{settings.master_port_max} (CLUSTERCTL_MASTER_PORTS differs from the "
+            "control plane's)"
+        )
+    return job.master_port
 
 
 def checkpoint_dir(job_id: int, settings: LaunchSettings = LaunchSettings()) -> str:
@@ -212,7 +262,7 @@ def job_environment(
         "CLUSTERCTL_GENERATION": str(job.generation),
         "CLUSTERCTL_CHECKPOINT_DIR": checkpoint_dir(job.job_id, settings),
         "MASTER_ADDR": nodes[0].connect_to,
-        "MASTER_PORT": str(master_port(job.job_id, settings)),
+        "MASTER_PORT": str(job_master_port(job, settings)),
         "WORLD_SIZE": str(world),
         "NNODES": str(len(nodes)),
         "NODE_RANK": str(node_rank),
@@ -240,7 +290,7 @@ def torchrun_args(job: JobAllocation, hostname: str, settings: LaunchSettings = 
         f"--nproc_per_node={len(nodes[rank].gpus)}",
         f"--node_rank={rank}",
         f"--master_addr={nodes[0].connect_to}",
-        f"--master_port={master_port(job.job_id, settings)}",
+        f"--master_port={job_master_port(job, settings)}",
     ]
 
 

@@ -7,7 +7,7 @@ rows move only through scheduler.actions.launches; docs/running-jobs.md draws th
 
 from django.db import models
 
-from scheduler.choices import LaunchState
+from scheduler.choices import OPEN_LAUNCH_STATES, LaunchState
 
 
 class Launch(models.Model):
@@ -18,6 +18,9 @@ class Launch(models.Model):
     state = models.CharField(max_length=12, choices=LaunchState.choices, default=LaunchState.SENT)
     gpu_ids = models.JSONField(default=list, blank=True, help_text="fabric GPU ids this launch holds on the node.")
     payload = models.JSONField(default=dict, blank=True, help_text="What the node was sent (prepare and start).")
+    master_port = models.PositiveIntegerField(
+        null=True, blank=True, help_text="On the job's master node only: the MASTER_PORT it listens on."
+    )
     stop_why = models.CharField(max_length=16, blank=True, help_text="preemption, migration, cancel, failure, ...")
     pid = models.IntegerField(null=True, blank=True)
     returncode = models.IntegerField(null=True, blank=True, help_text="Negative: killed by that signal.")
@@ -34,6 +37,12 @@ class Launch(models.Model):
         ordering = ["job", "generation", "hostname"]
         constraints = [
             models.UniqueConstraint(fields=["job", "generation", "node"], name="one_launch_per_job_generation_node"),
+            # Two jobs whose rank 0 runs on one node never listen on the same port while either may run.
+            models.UniqueConstraint(
+                fields=["node", "master_port"],
+                condition=models.Q(state__in=OPEN_LAUNCH_STATES, master_port__isnull=False),
+                name="one_open_launch_per_master_port",
+            ),
         ]
         indexes = [models.Index(fields=["state", "changed_at"]), models.Index(fields=["hostname", "state"])]
 
