@@ -151,12 +151,6 @@ CELERY_BEAT_SCHEDULE = {
     # Launches: ack and stop timeouts, and the twin's jobs that reached their est_runtime_s.
     "launch-sweep": {"task": "scheduler.tasks.launch_sweep", "schedule": 10.0},
 }
-CELERY_TASK_ACKS_LATE = True
-CELERY_TASK_REJECT_ON_WORKER_LOST = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
-CELERY_TASK_SERIALIZER = "json"
-CELERY_ACCEPT_CONTENT = ["json"]
 # Beat (clusterctl/beat.py, docs/deployment.md "Beat"). With Redis: RedBeat, schedule and a lock in Redis, so any
 # number of beats may run and only the lock holder sends; a standby takes over once the holder's lock lapses
 # (BEAT_LOCK_TIMEOUT_S after its last tick). Without Redis: Celery's file-backed scheduler (one beat only). Either
@@ -165,10 +159,16 @@ CELERY_BEAT_SCHEDULER = "clusterctl.beat:RedBeatScheduler" if REDIS_URL else "cl
 CELERY_BEAT_MAX_LOOP_INTERVAL = 5  # seconds between ticks at most: the heartbeat's and the lock renewal's pace
 CELERY_REDBEAT_REDIS_URL = REDIS_URL
 CELERY_REDBEAT_REDIS_OPTIONS: dict = {}  # the broker's transport options are not the scheduler's
-CELERY_REDBEAT_LOCK_TIMEOUT = env.int("BEAT_LOCK_TIMEOUT_S", default=30)
+CELERY_REDBEAT_LOCK_TIMEOUT = env.int("BEAT_LOCK_TIMEOUT_S", default=15)
 BEAT_STALE_S = env.float("BEAT_STALE_S", default=30.0)
 if CELERY_REDBEAT_LOCK_TIMEOUT <= 2 * CELERY_BEAT_MAX_LOOP_INTERVAL:
     raise ImproperlyConfigured("BEAT_LOCK_TIMEOUT_S must exceed two beat ticks (10 s): the holder renews it each tick")
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
@@ -204,6 +204,12 @@ TELEMETRY_BATCH_WINDOW_S = env.float("TELEMETRY_BATCH_WINDOW_S", 0.5)
 # A node whose newest sample is this many polls old is unreachable (alert), and then down (its GPUs leave).
 TELEMETRY_UNREACHABLE_POLLS = env.int("TELEMETRY_UNREACHABLE_POLLS", 3)
 TELEMETRY_DOWN_POLLS = env.int("TELEMETRY_DOWN_POLLS", 10)
+# Only polls actually sent count, and only once ingest caught up with their answers (fabric/telemetry/liveness.py).
+# A poll that at least this share of the polled nodes missed at once is the pipeline's trouble, not theirs: no node
+# is judged on it, and a few in a row raise one telemetry_stalled alert for the cluster, which takes no capacity.
+TELEMETRY_STALLED_FRACTION = env.float("TELEMETRY_STALLED_FRACTION", 0.5)
+if not 0 < TELEMETRY_STALLED_FRACTION <= 1:
+    raise ImproperlyConfigured("TELEMETRY_STALLED_FRACTION must be in (0, 1]")
 # A health alert clears (and gives capacity back) once its condition has been absent this long.
 TELEMETRY_HOLD_DOWN_S = env.float("TELEMETRY_HOLD_DOWN_S", 300.0)
 # Smoothing of link load for placement: s = alpha * raw + (1 - alpha) * s (the heat map shows raw).
@@ -214,12 +220,6 @@ TELEMETRY_RETENTION_MINUTE_D = env.int("TELEMETRY_RETENTION_MINUTE_D", default=7
 TELEMETRY_RETENTION_HOUR_D = env.int("TELEMETRY_RETENTION_HOUR_D", default=90)
 if min(TELEMETRY_RETENTION_RAW_H, TELEMETRY_RETENTION_MINUTE_D, TELEMETRY_RETENTION_HOUR_D) < 1:
     raise ImproperlyConfigured("TELEMETRY_RETENTION_* must be at least 1 (the rollups read the tier below)")
-# Only polls actually sent count, and only once ingest caught up with their answers (fabric/telemetry/liveness.py).
-# A poll that at least this share of the polled nodes missed at once is the pipeline's trouble, not theirs: no node
-# is judged on it, and a few in a row raise one telemetry_stalled alert for the cluster, which takes no capacity.
-TELEMETRY_STALLED_FRACTION = env.float("TELEMETRY_STALLED_FRACTION", 0.5)
-if not 0 < TELEMETRY_STALLED_FRACTION <= 1:
-    raise ImproperlyConfigured("TELEMETRY_STALLED_FRACTION must be in (0, 1]")
 # The twin (collector "twin", fabric/twin_adapter.py): seed of its fault schedule, faults per simulated hour.
 TWIN_SEED = env.int("TWIN_SEED", default=0)
 TWIN_FAULT_RATE = env.float("TWIN_FAULT_RATE", default=6.0)
