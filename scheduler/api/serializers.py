@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusterctl.serializers import StrictBooleanField, StrictCharField, StrictModelSerializer
 from scheduler.choices import SharingMode, Workload
-from scheduler.launch.checks import command_problem, image_problem, workdir_problem
+from scheduler.launch.checks import IMAGE_PATTERN, command_problem, image_problem, workdir_problem
 from scheduler.launch.env import ENV_VALUE_MAX, LaunchEnvError, check_job_env
 from scheduler.models import Allocation, Job, JobEvent, Launch, Pool, PriorityClass, Quota
 
@@ -21,6 +22,11 @@ JOB_READ_ONLY = [
     "tenant", "cluster", "generation", "status", "status_reason", "pending_reason", "held", "queue_position",
     "borrowed", "submitted_at", "started_at", "finished_at",
 ]  # fmt: skip
+
+
+@extend_schema_field({"type": "string", "maxLength": 255, "pattern": IMAGE_PATTERN})
+class ImageReferenceField(StrictCharField):
+    """An image reference; its grammar is declared in the schema and checked by JobSerializer.validate_image."""
 
 
 class JobSerializer(StrictModelSerializer):
@@ -45,7 +51,7 @@ class JobSerializer(StrictModelSerializer):
         help_text="Run under /bin/sh -c on each node (process launcher), or as the container's command.",
     )  # fmt: skip
     # Not trimmed: what is checked is what was sent (" ubuntu\n" is refused, not quietly mended).
-    image = StrictCharField(
+    image = ImageReferenceField(
         required=False, allow_blank=True, max_length=255, trim_whitespace=False,
         help_text="An image reference, [registry[:port]/]path[:tag][@digest], e.g. nvcr.io/nvidia/pytorch:24.05-py3.",
     )  # fmt: skip

@@ -23,9 +23,11 @@ _DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
 _HOST = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])"
 _DOMAIN = rf"{_HOST}(?::[0-9]+)?"
 _NAME = rf"(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
-_TAG = r"[\w][\w.-]{0,127}"
+_TAG = r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
 _REFERENCE = re.compile(rf"(?P<name>{_NAME})(?::(?P<tag>{_TAG}))?(?:@(?P<digest>{_DIGEST}))?", re.ASCII)
+# The same grammar as a JSON Schema pattern (ECMA-262: no named groups), which the API schema declares.
+IMAGE_PATTERN = rf"^(?:{_NAME})(?::{_TAG})?(?:@{_DIGEST})?$"
 NAME_MAX = 255  # distribution/reference's NameTotalLengthMax
 REFERENCE_MAX = 512  # name, tag (128) and a sha512 digest (7 + 128) fit
 

@@ -3,9 +3,12 @@ The node agent checks the same again (tests/launch/test_hostile_inputs.py)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.core.exceptions import ValidationError
 
+from scheduler.launch.checks import IMAGE_PATTERN, image_problem
 from scheduler.models import Job
 from tests.scheduler_api.helpers import JOBS
 
@@ -85,3 +88,15 @@ def test_a_tenants_run_as_must_be_an_unprivileged_uid_gid(site):
         site.tenant_a.full_clean()
     site.tenant_a.run_as = "2001:2001"
     site.tenant_a.full_clean()
+
+
+def test_the_schema_declares_the_image_grammar():
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    # A reference, or the empty text (no image: the process launcher's jobs).
+    reference, empty = schema["components"]["schemas"]["JobRequest"]["properties"]["image"]["oneOf"]
+    assert reference == {"type": "string", "maxLength": 255, "pattern": IMAGE_PATTERN}
+    assert empty == {"type": "string", "maxLength": 0}
+    for value in ("ubuntu", "localhost:5000/team/train:v1", "--privileged", "Ubuntu", "ubuntu --privileged"):
+        assert bool(re.fullmatch(reference["pattern"], value)) is (image_problem(value) is None), value
