@@ -137,8 +137,15 @@ CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default=REDIS_URL or "memory://
 CELERY_RESULT_BACKEND = env.str("CELERY_RESULT_BACKEND", default=REDIS_URL or "cache+memory://")
 # Embedded mode has no worker process yet: tasks run inline there (rounds after each submit).
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=EMBEDDED)
+# Every this many seconds, a round for each cluster with work (scheduler.tasks.periodic_rounds), whatever became of
+# the rounds requested by events: a round lost with a killed worker is made up within one interval.
+ROUND_INTERVAL_S = env.float("ROUND_INTERVAL_S", 10.0)
 CELERY_BEAT_SCHEDULE = {
-    "scheduling-rounds": {"task": "scheduler.tasks.periodic_rounds", "schedule": env.float("ROUND_INTERVAL_S", 10.0)},
+    "scheduling-rounds": {
+        "task": "scheduler.tasks.periodic_rounds",
+        "schedule": ROUND_INTERVAL_S,
+        "options": {"expires": ROUND_INTERVAL_S},  # a tick that waited a whole interval is replaced by the next one
+    },
     # A poll that waited longer than one interval is worthless (the next one is due): it expires unsent.
     "telemetry-poll": {
         "task": "fabric.tasks.poll_all",
@@ -169,7 +176,20 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = env.str("CELERY_TASK_DEFAULT_QUEUE", default="celery")
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# A message a worker took and did not acknowledge (acks late: it died with it, `kill -9`) goes back to its queue
+# visibility_timeout after it was taken; the Redis transport looks for such messages every
+# unacked_restore_interval x unacked_restore_throttle seconds. Short, because every task that acknowledges late is
+# safe to run twice (rounds lock their cluster and recompute; ingest skips what it has; launch answers name
+# their generation and node tasks are idempotent) and a lost launch answer should come back before
+# LAUNCH_ACK_TIMEOUT_S rolls the launch back. It must exceed the longest a healthy worker holds a message: its run
+# plus its countdown (retries wait 30 s at most); a node_stop waits out the job's grace period (up to an hour), so a
+# long one is delivered to its agent a second time and answers that nothing runs any more. Rounds do not depend on
+# it (periodic_rounds). docs/deployment.md "Scaling out".
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": env.int("BROKER_VISIBILITY_TIMEOUT_S", default=60),
+    "unacked_restore_interval": 5,
+    "unacked_restore_throttle": 2,
+}
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
 

@@ -1,4 +1,10 @@
-"""Celery tasks of the scheduler: thin, take ids, idempotent (a round recomputes everything it decides)."""
+"""Celery tasks of the scheduler: thin, take ids, idempotent (a round recomputes everything it decides).
+
+Rounds follow from state, not from a message surviving: events request one (debounced), and every
+ROUND_INTERVAL_S beat's periodic_rounds sends one for each cluster with work whatever became of those requests, so
+a round lost with a killed worker (its message unacknowledged until the broker's visibility timeout) is made up
+within one interval. Only what a rerun can cure is retried; a bug fails once and is logged.
+"""
 
 from __future__ import annotations
 
@@ -8,33 +14,59 @@ from celery import shared_task, signals
 from django.conf import settings
 from django.core.cache import cache
 from django.db import InterfaceError, OperationalError
+from kombu.exceptions import OperationalError as BrokerError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from scheduler.actions.errors import Contended, RoundBusy
 
 log = logging.getLogger(__name__)
 DEBOUNCE_S = 1.0
+# The database, the cache or the broker briefly out of reach, or a lock race lost more often than the actions' own
+# retry allows (Contended): a later run succeeds. RoundBusy is retried on its own, sooner.
+TRANSIENT = (
+    OperationalError,
+    InterfaceError,
+    Contended,
+    RedisConnectionError,
+    RedisTimeoutError,
+    BrokerError,
+    ConnectionError,
+    TimeoutError,
+)
 
 
 def _key(cluster_id: int) -> str:
     return f"scheduler:round-requested:{cluster_id}"
 
 
-def request_round(cluster_id: int, trigger: str) -> None:
-    """Enqueue one round for the cluster unless one is already waiting (bursts of submits make one round)."""
-    if cache.add(_key(cluster_id), trigger, timeout=30):
-        run_round.apply_async((cluster_id, trigger), countdown=DEBOUNCE_S)
+def _periodic_key(cluster_id: int) -> str:
+    return f"scheduler:round-periodic:{cluster_id}"
+
+
+def request_round(cluster_id: int, trigger: str) -> bool:
+    """Enqueue one round for the cluster unless one is already waiting (bursts of submits make one round).
+
+    The mark that one is waiting lasts one round interval at most: should its round be lost (the worker holding
+    it killed before it started), new requests are held back no longer than that, and periodic rounds not at all.
+    Returns whether a round was enqueued.
+    """
+    if not cache.add(_key(cluster_id), trigger, timeout=max(1, int(settings.ROUND_INTERVAL_S))):
+        return False
+    run_round.apply_async((cluster_id, trigger), countdown=DEBOUNCE_S)
+    return True
 
 
 @shared_task(
     bind=True,
     ignore_result=True,
     acks_late=True,
-    autoretry_for=(Exception,),
-    dont_autoretry_for=(),
+    autoretry_for=TRANSIENT,
     retry_backoff=True,
     retry_backoff_max=30,
     max_retries=10,
 )
 def run_round(self, cluster_id: int, trigger: str = "periodic") -> None:
-    from scheduler.rounds import RoundBusy
     from scheduler.rounds import run_round as run
 
     # Requests arriving from now on need a new round: this one may already have read the state.
@@ -47,12 +79,28 @@ def run_round(self, cluster_id: int, trigger: str = "periodic") -> None:
 
 
 @shared_task(ignore_result=True)
-def periodic_rounds() -> None:
-    """Beat: one round per cluster that has a scheduler, so nothing waits on a lost request."""
-    from scheduler.models import ClusterScheduler
+def periodic_rounds() -> int:
+    """Beat: a round for each cluster with work a round acts on (jobs waiting, or placed and running), sent whether
+    or not an event's request is outstanding: that request's round may have died with a worker. Ticks that queued
+    up while no worker ran make one round per cluster, and a round that waited a whole interval unstarted expires
+    (the next tick sends another). Returns the number of rounds sent."""
+    from scheduler.choices import ACTIVE_STATUSES, JobStatus
+    from scheduler.models import ClusterScheduler, Job
 
-    for cluster_id in ClusterScheduler.objects.values_list("cluster_id", flat=True):
-        request_round(cluster_id, "periodic")
+    with_work = (
+        Job.objects.filter(status__in=[JobStatus.PENDING, JobStatus.PREEMPTED, *ACTIVE_STATUSES])
+        .exclude(status=JobStatus.PENDING, held=True)
+        .filter(pool__cluster_id__in=ClusterScheduler.objects.values("cluster_id"))
+        .values_list("pool__cluster_id", flat=True)
+        .order_by()
+        .distinct()
+    )
+    sent = 0
+    for cluster_id in with_work:
+        if cache.add(_periodic_key(cluster_id), 1, timeout=1):
+            run_round.apply_async((cluster_id, "periodic"), expires=settings.ROUND_INTERVAL_S)
+            sent += 1
+    return sent
 
 
 #
@@ -62,7 +110,7 @@ def periodic_rounds() -> None:
 # its answer (never raises: a link callback runs only on success), and the central *_ack task ingests it.
 #
 LAUNCH_RETRY = {
-    "autoretry_for": (OperationalError, InterfaceError),
+    "autoretry_for": TRANSIENT,
     "retry_backoff": True,
     "retry_backoff_max": 30,
     "max_retries": 10,

@@ -1,0 +1,98 @@
+"""scheduler.tasks: which failures of a round are retried, and rounds that follow from state, not from messages."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from celery import signals
+from django.core.cache import cache
+from django.db import InterfaceError, OperationalError
+from django.test import override_settings
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from fabric.models import Cluster
+from scheduler import actions, rounds, tasks
+from scheduler.models import SchedulingRound
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def retries():
+    """What caused every retry a task asked for (Celery's task_retry signal), in order."""
+    seen: list[str] = []
+
+    def count(sender=None, reason=None, **kwargs) -> None:
+        seen.append(type(getattr(reason, "exc", None) or reason).__name__)
+
+    signals.task_retry.connect(count, weak=False)
+    yield seen
+    signals.task_retry.disconnect(count)
+
+
+def test_a_round_that_hits_a_bug_fails_once(retries):
+    result = tasks.run_round.apply((987_654_321, "test"))  # no such cluster: a caller's mistake, not an outage
+    assert result.failed() and isinstance(result.result, Cluster.DoesNotExist)
+    assert retries == []
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        OperationalError("server closed the connection unexpectedly"),
+        InterfaceError("connection already closed"),
+        actions.Contended("deadlock detected on all 5 attempts; nothing was changed"),
+        RedisConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused."),
+    ],
+    ids=["database gone", "connection closed", "lock races", "cache gone"],
+)
+def test_a_round_that_meets_a_passing_outage_is_retried_until_it_runs(cluster, submit, monkeypatch, retries, error):
+    job = submit(1)
+    real, calls = rounds.run_round, []
+
+    def flaky(cluster_id: int, trigger: str):
+        calls.append(trigger)
+        if len(calls) <= 2:
+            raise error
+        return real(cluster_id, trigger)
+
+    monkeypatch.setattr(rounds, "run_round", flaky)
+    result = tasks.run_round.apply((cluster.pk, "test"))
+    assert result.successful()
+    assert retries == [type(error).__name__] * 2
+    job.refresh_from_db()
+    assert job.status == "running"
+
+
+def test_periodic_rounds_place_a_job_whose_requested_round_was_lost(cluster, submit):
+    job = submit(1)
+    # Its request is outstanding: the round it enqueued was taken by a worker that was then killed.
+    cache.set(tasks._key(cluster.pk), f"job {job.pk} submitted", timeout=30)
+    tasks.periodic_rounds()
+    job.refresh_from_db()
+    assert job.status == "running"
+
+
+def test_periodic_rounds_leave_a_cluster_without_work_alone(cluster, submit):
+    actions.hold_job(submit(1), actor="ops")  # a held job waits for its operator, not for a round
+    tasks.periodic_rounds()
+    assert not SchedulingRound.objects.filter(cluster=cluster).exists()
+
+
+def test_ticks_that_queued_up_while_no_worker_ran_make_one_round(cluster, submit):
+    submit(1)
+    for _ in range(3):  # a worker back after three intervals finds three ticks
+        tasks.periodic_rounds()
+    assert SchedulingRound.objects.filter(cluster=cluster).count() == 1
+
+
+@override_settings(ROUND_INTERVAL_S=1.0)
+def test_a_request_whose_round_was_lost_holds_back_new_ones_for_one_interval_at_most(cluster, monkeypatch):
+    lost = []  # the broker took each message; the worker that took it died before it started the round
+    monkeypatch.setattr(tasks.run_round, "apply_async", lambda args, **options: lost.append(args))
+    tasks.request_round(cluster.pk, "job 1 submitted")
+    tasks.request_round(cluster.pk, "job 2 submitted")  # debounced: one round for a burst
+    time.sleep(1.1)
+    tasks.request_round(cluster.pk, "job 3 submitted")
+    assert lost == [(cluster.pk, "job 1 submitted"), (cluster.pk, "job 3 submitted")]
