@@ -216,6 +216,13 @@ def api_clients(
         finally:
             connections.close_all()
 
+    # One request before the threads: each test client builds its own handler, and the first middleware load of a
+    # process registers the Prometheus metrics, which two threads doing it at once would register twice. A server
+    # loads its middleware once, before it serves.
+    from rest_framework.test import APIClient
+
+    APIClient().get(JOBS)
+    connections.close_all()
     threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
     t0 = time.perf_counter()
     for t in threads:
