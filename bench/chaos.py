@@ -60,31 +60,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+# What "a GPU held twice" and the other breaches are: the scheduler's own definitions (plain SQL, no Django).
+from scheduler.invariants import CONSISTENCY as OTHER_VIOLATIONS  # noqa: E402
+from scheduler.invariants import DOUBLE_HOLD  # noqa: E402
+
 CLUSTER = "chaos"
 JOB_PREFIX = "chaos-"
 FINISHED = ("completed", "failed", "cancelled")
 IN_FLIGHT = ("admitted", "running", "migrating", "preempted")
 NODE_RULES = ("node_unreachable", "node_down")
-# tests/scheduler/test_concurrency.py VIOLATIONS: the first two are "a GPU held twice", the rest other breaches.
-DOUBLE_HOLD = {
-    "share sum over 100 %": """
-        SELECT gpu_id FROM scheduler_allocation WHERE active GROUP BY gpu_id HAVING SUM(compute_pct) > 100""",
-    "whole GPU held twice": """
-        SELECT gpu_id FROM scheduler_allocation WHERE active AND kind = 'whole' GROUP BY gpu_id HAVING COUNT(*) > 1""",
-}
-OTHER_VIOLATIONS = {
-    "ledger differs from allocations": """
-        SELECT l.gpu_id FROM scheduler_gpuledger l
-        LEFT JOIN (SELECT gpu_id, SUM(compute_pct) AS pct FROM scheduler_allocation WHERE active GROUP BY gpu_id) a
-          ON a.gpu_id = l.gpu_id
-        WHERE l.compute_pct <> COALESCE(a.pct, 0)""",
-    "running job without allocation": """
-        SELECT j.id FROM scheduler_job j WHERE j.status = 'running'
-        AND NOT EXISTS (SELECT 1 FROM scheduler_allocation a WHERE a.job_id = j.id AND a.active)""",
-    "finished job still holding": """
-        SELECT DISTINCT a.job_id FROM scheduler_allocation a JOIN scheduler_job j ON j.id = a.job_id
-        WHERE a.active AND j.status IN ('completed', 'failed', 'cancelled', 'pending')""",
-}
 # Only a scheduling round takes FOR UPDATE on this table (scheduler/rounds.py _lock), which holds ROW SHARE on it
 # until its transaction ends: a backend holding that lock is a round in progress.
 ROUND_LOCK_SQL = """

@@ -14,6 +14,8 @@ import pytest
 from django.db import connection, connections
 
 from scheduler import actions
+from scheduler.invariants import INVARIANTS as VIOLATIONS
+from scheduler.invariants import violations
 from tests.factories import fat_tree
 from tests.scheduler.concurrency_worker import api_clients, race, rounds_and_nodes, worker
 
@@ -28,25 +30,6 @@ RACE_PROCESSES = 16
 RACE_ITERATIONS = 40
 API_PROCESSES, API_CLIENTS_EACH, API_REQUESTS = 4, 16, 10  # 64 API clients at once
 ROUND_PROCESSES = 4  # beside them: rounds back to back, and running jobs finishing (the node side)
-
-
-VIOLATIONS = {
-    "share sum over 100 %": """
-        SELECT gpu_id FROM scheduler_allocation WHERE active GROUP BY gpu_id HAVING SUM(compute_pct) > 100""",
-    "whole GPU held twice": """
-        SELECT gpu_id FROM scheduler_allocation WHERE active AND kind = 'whole' GROUP BY gpu_id HAVING COUNT(*) > 1""",
-    "ledger differs from allocations": """
-        SELECT l.gpu_id FROM scheduler_gpuledger l
-        LEFT JOIN (SELECT gpu_id, SUM(compute_pct) AS pct FROM scheduler_allocation WHERE active GROUP BY gpu_id) a
-          ON a.gpu_id = l.gpu_id
-        WHERE l.compute_pct <> COALESCE(a.pct, 0)""",
-    "running job without allocation": """
-        SELECT j.id FROM scheduler_job j WHERE j.status = 'running'
-        AND NOT EXISTS (SELECT 1 FROM scheduler_allocation a WHERE a.job_id = j.id AND a.active)""",
-    "finished job still holding": """
-        SELECT DISTINCT a.job_id FROM scheduler_allocation a JOIN scheduler_job j ON j.id = a.job_id
-        WHERE a.active AND j.status IN ('completed', 'failed', 'cancelled', 'pending')""",
-}
 
 
 def _url() -> str:
@@ -83,11 +66,7 @@ def _deadlocks_detected() -> int:
 
 def _violations() -> dict[str, int]:
     with connection.cursor() as cursor:
-        found = {}
-        for name, sql in VIOLATIONS.items():
-            cursor.execute(sql)
-            found[name] = len(cursor.fetchall())
-    return found
+        return {name: len(ids) for name, ids in violations(cursor).items()}
 
 
 def test_16_processes_submitting_finishing_cancelling_and_scheduling_meet_no_deadlock():
@@ -174,11 +153,8 @@ def test_concurrent_rounds_never_double_allocate():
     assert len(done) == PROCESSES
     assert sum(r[2] for r in done) > 0  # rounds really ran concurrently with submits
 
+    found = _violations()
     with connection.cursor() as cursor:
-        found = {}
-        for name, sql in VIOLATIONS.items():
-            cursor.execute(sql)
-            found[name] = len(cursor.fetchall())
         cursor.execute("SELECT COUNT(*) FROM scheduler_allocation WHERE active")
         active = cursor.fetchone()[0]
     assert found == dict.fromkeys(VIOLATIONS, 0)
