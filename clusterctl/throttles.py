@@ -10,11 +10,23 @@ production, so every web process shares them.
 
 The client address is the one DRF's throttles use (`client_ip`): REMOTE_ADDR, or the entry of X-Forwarded-For that
 the trusted proxy added (REST_FRAMEWORK's NUM_PROXIES); axes reads the same (AXES_CLIENT_IP_CALLABLE).
+
+When the cache cannot be reached (Redis restarting), every throttle here fails open: the request is let through
+uncounted, and one warning says so when the outage begins (clusterctl/outages.py). Rate limiting guards against
+abuse; it must not turn a Redis blip into a total API outage. For CACHE_RETRY_S after a failure the cache is not
+asked again, so a Redis that hangs instead of refusing costs one socket timeout per process per CACHE_RETRY_S,
+not one per request. Meanwhile the failed-sign-in count per address is not kept either; axes's lockout per
+username and address is, since it lives in the database.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
 
 from django.conf import settings
 from django.contrib.auth.signals import user_login_failed
@@ -23,10 +35,60 @@ from django.http import HttpRequest, HttpResponse
 from rest_framework import throttling
 from rest_framework.settings import api_settings
 
+from clusterctl import outages
+
+log = logging.getLogger(__name__)
+
+CACHE_RETRY_S = 2.0
+T = TypeVar("T")
+
 
 def client_ip(request: HttpRequest) -> str | None:
     """The client's address as the throttles and the login lockout see it (see the module)."""
     return throttling.BaseThrottle().get_ident(request)
+
+
+class _CacheState:
+    """Whether the throttles' cache is out of reach in this process (see the module), shared by every throttle."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.down_until = 0.0  # time.monotonic() before which the cache is not asked
+        self.down = False
+
+    def skip(self) -> bool:
+        return time.monotonic() < self.down_until
+
+    def failed(self, exc: BaseException) -> None:
+        with self._lock:
+            self.down_until = time.monotonic() + CACHE_RETRY_S
+            self.down = True
+        outages.note(exc, "request rates are not limited (the throttles let every request through) until it is back",
+                     key="throttles")  # fmt: skip
+
+    def worked(self) -> None:
+        if not self.down:  # the usual case, without the lock
+            return
+        with self._lock:
+            was, self.down = self.down, False
+        if was:
+            log.info("the cache is reachable again: request rates are limited again")
+
+
+cache_state = _CacheState()
+
+
+def _fail_open(call: Callable[[], T], default: T) -> T:
+    """`call()`, or `default` when the cache is (or was just found) out of reach."""
+    if cache_state.skip():
+        return default
+    try:
+        result = call()
+    except outages.REDIS_ERRORS as exc:
+        cache_state.failed(exc)
+        return default
+    cache_state.worked()
+    return result
 
 
 class _RatesFromSettings:
@@ -36,6 +98,9 @@ class _RatesFromSettings:
 
     def get_rate(self) -> str | None:
         return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+
+    def allow_request(self, request, view) -> bool:
+        return _fail_open(lambda: super(_RatesFromSettings, self).allow_request(request, view), True)
 
 
 class AnonRateThrottle(_RatesFromSettings, throttling.AnonRateThrottle):
@@ -47,7 +112,7 @@ class UserRateThrottle(_RatesFromSettings, throttling.UserRateThrottle):
 
 
 class FailedLoginThrottle(_RatesFromSettings, throttling.SimpleRateThrottle):
-    """Failed sign-ins per client address, at most the `login` rate; only failures count."""
+    """Failed sign-ins per client address, at most the `login` rate; only failures count. Fails open (the module)."""
 
     scope = "login"
 
@@ -63,6 +128,9 @@ class FailedLoginThrottle(_RatesFromSettings, throttling.SimpleRateThrottle):
         """Seconds until this address may try again, or None when it is under the rate."""
         if self.rate is None:
             return None
+        return _fail_open(lambda: self._retry_after(request), None)
+
+    def _retry_after(self, request: HttpRequest) -> int | None:
         self._load(request)
         if len(self.history) < self.num_requests:
             return None
@@ -71,6 +139,9 @@ class FailedLoginThrottle(_RatesFromSettings, throttling.SimpleRateThrottle):
     def record_failure(self, request: HttpRequest) -> None:
         if self.rate is None:
             return
+        _fail_open(lambda: self._record(request), None)
+
+    def _record(self, request: HttpRequest) -> None:
         self._load(request)
         self.history.insert(0, self.now)
         self.cache.set(self.key, self.history[: self.num_requests], self.duration)

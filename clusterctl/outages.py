@@ -1,0 +1,77 @@
+"""A dependency out of reach: which errors mean PostgreSQL, Redis (cache, channel layer) or the broker is down, and a
+log that says so once per outage instead of once per request.
+
+A restart of Redis or of PostgreSQL is routine (an upgrade, a failover, a crashed container brought back): for
+its few seconds every request that touches it fails. What fails is the dependency, not the request, so the API
+answers 503 with Retry-After (clusterctl/errors.py), the rate limits let requests through (clusterctl/throttles.py),
+and work that follows a commit is left to what follows from state (the periodic round, the launch sweep). The log
+gets one warning when an outage begins, with its cause, not a traceback per request.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from django.db import InterfaceError, OperationalError
+from kombu.exceptions import OperationalError as BrokerError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+log = logging.getLogger(__name__)
+
+DATABASE = "database"
+REDIS = "cache"
+BROKER = "message broker"
+# Django's database errors for a lost or refused connection (psycopg's and SQLite's, wrapped by Django), redis-py's
+# for the cache and the channel layer, kombu's for a publish that found no broker.
+DATABASE_ERRORS = (OperationalError, InterfaceError)
+REDIS_ERRORS = (RedisConnectionError, RedisTimeoutError)
+OUTAGE_ERRORS = (*DATABASE_ERRORS, *REDIS_ERRORS, BrokerError)
+# Seconds a client is told to wait: a Redis or PostgreSQL restart takes a few.
+RETRY_AFTER_S = 5
+# An error this long after the previous one of the same dependency starts a new outage, logged again.
+QUIET_S = 30.0
+
+_last_error: dict[str, float] = {}
+_lock = threading.Lock()
+
+
+def dependency(exc: BaseException) -> str | None:
+    """Which dependency the error says is out of reach (DATABASE, REDIS, BROKER), or None for any other error."""
+    if isinstance(exc, BrokerError):
+        return BROKER
+    if isinstance(exc, DATABASE_ERRORS):
+        return DATABASE
+    if isinstance(exc, REDIS_ERRORS):
+        return REDIS
+    return None
+
+
+def note(exc: BaseException, consequence: str, *, key: str | None = None) -> bool:
+    """Record an outage error; log a warning with its cause and `consequence` if it begins an outage in this process:
+    no error with the same `key` (by default the dependency's name; one per consequence where several are worth
+    telling) for QUIET_S. Returns whether it was logged."""
+    name = dependency(exc) or "dependency"
+    key = key or name
+    now = time.monotonic()
+    with _lock:
+        last = _last_error.get(key)
+        _last_error[key] = now
+    if last is not None and now - last <= QUIET_S:
+        return False
+    log.warning(
+        "the %s cannot be reached (%s: %s); %s. Further errors of this outage are not logged.",
+        name,
+        type(exc).__name__,
+        str(exc).strip().splitlines()[0] if str(exc).strip() else "no message",
+        consequence,
+    )
+    return True
+
+
+def forget() -> None:
+    """Start with no outage in progress (tests)."""
+    with _lock:
+        _last_error.clear()
