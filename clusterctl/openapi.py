@@ -9,7 +9,8 @@ DRF answers every error in one of two shapes, and the schema says so:
 A postprocessing hook (SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]) adds, on every operation, the answers any
 request can get before or around its view: 401 (no or a bad token), 403 (not allowed, or a session without its
 CSRF token), 413 (a body over the limit, refused before it is read), 429 (throttled), 503 (the database aborted
-the transaction for a deadlock more times than the bounded retry allows); plus 404 where the path names an object
+the transaction for a deadlock more times than the bounded retry allows, or a dependency is out of reach:
+clusterctl/errors.py); plus 404 where the path names an object
 and 400 where the request carries input (a body or query parameters). What only some views answer, such as 409
 for a state conflict, each view declares itself with `error_response`.
 """
@@ -59,7 +60,10 @@ ALWAYS = {
     403: "Authenticated, but not allowed (operators only, or a session request without its CSRF token).",
     413: "The request body is over the size limit; it was refused before it was read.",
     429: "Too many requests: throttled; `Retry-After` says when to try again.",
-    503: "The database kept aborting the transaction for a deadlock; nothing was changed, try again.",
+    503: (
+        "Try again after `Retry-After` seconds: the database kept aborting the transaction for a deadlock (nothing was "
+        "changed), or the database, the cache or the message broker is out of reach for a moment."
+    ),
 }
 NOT_FOUND = "No such object, or not one of yours."
 # Django's forms and DRF's fields refuse NUL in text (ProhibitNullCharactersValidator): a query's text says so.

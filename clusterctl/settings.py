@@ -67,6 +67,9 @@ MIDDLEWARE = [
     # username into its 429 answer (after every middleware that may authenticate, as its docs require).
     "clusterctl.throttles.LoginRateLimitMiddleware",
     "axes.middleware.AxesMiddleware",
+    # A view that meets the database, Redis or the broker out of reach answers 503 with Retry-After, not 500 (the API's
+    # views: REST_FRAMEWORK's EXCEPTION_HANDLER; clusterctl/errors.py).
+    "clusterctl.errors.OutageMiddleware",
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
@@ -105,8 +108,20 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = env.str("REDIS_URL", default="")
 EMBEDDED = not REDIS_URL
 
+# Seconds a Redis command or connection may take before it counts as an outage (cache and broker): a Redis that hangs
+# instead of refusing must not hold a request for long (docs/deployment.md "When Redis or PostgreSQL is down").
+REDIS_SOCKET_TIMEOUT_S = env.float("REDIS_SOCKET_TIMEOUT_S", default=2.0)
+if REDIS_SOCKET_TIMEOUT_S <= 1:
+    raise ImproperlyConfigured("REDIS_SOCKET_TIMEOUT_S must exceed 1 s: a worker's BRPOP on the broker waits 1 s")
+
 if REDIS_URL:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"socket_connect_timeout": REDIS_SOCKET_TIMEOUT_S, "socket_timeout": REDIS_SOCKET_TIMEOUT_S},
+        }
+    }
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -191,6 +206,14 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "unacked_restore_throttle": 2,
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A publish (a round requested, a launch message) with the broker down gives up after two quick retries: under a
+# second when Redis refuses, a few REDIS_SOCKET_TIMEOUT_S when it is silent (kombu's Redis transport otherwise waits
+# forever on a silent socket). The request that published has committed and answers; what it could not send follows
+# from state (periodic rounds, the launch sweep).
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 2, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5}
+CELERY_BROKER_TRANSPORT_OPTIONS.update(
+    socket_connect_timeout=REDIS_SOCKET_TIMEOUT_S, socket_timeout=REDIS_SOCKET_TIMEOUT_S
+)
 CELERY_TIMEZONE = "UTC"
 
 #
@@ -256,6 +279,9 @@ if LAUNCHER not in ("twin", "process", "container"):
 # and the job requeued; a stop unconfirmed this long after its grace period is given up (the node is gone).
 LAUNCH_ACK_TIMEOUT_S = env.float("LAUNCH_ACK_TIMEOUT_S", 120.0)
 LAUNCH_STOP_TIMEOUT_S = env.float("LAUNCH_STOP_TIMEOUT_S", 60.0)
+# A prepare, start or stop unanswered this long is sent once more by the launch sweep: its message may never have been
+# published (the broker was down at commit). Node tasks are idempotent, so a message that was only slow does no harm.
+LAUNCH_RESEND_S = env.float("LAUNCH_RESEND_S", 30.0)
 # How long the log API waits for the node agents' tails.
 LAUNCH_LOG_TIMEOUT_S = env.float("LAUNCH_LOG_TIMEOUT_S", 5.0)
 # Node agent (read on the GPU servers; docs/node-agent.md). CLUSTERCTL_NODE_GPUS: this node's GPU UUIDs, where
