@@ -33,8 +33,13 @@ OUTAGE_ERRORS = (*DATABASE_ERRORS, *REDIS_ERRORS, BrokerError)
 RETRY_AFTER_S = 5
 # An error this long after the previous one of the same dependency starts a new outage, logged again.
 QUIET_S = 30.0
+# For this long after an error of a dependency, work that can wait for what follows from state (a round request, a
+# node message) is not tried: a Redis that hangs instead of refusing costs one socket timeout per process in this
+# window, not one per request.
+SKIP_S = 2.0
 
-_last_error: dict[str, float] = {}
+_last_error: dict[str, float] = {}  # by log key: when an outage was last noted
+_last_failure: dict[str, float] = {}  # by dependency: when it last failed
 _lock = threading.Lock()
 
 
@@ -59,6 +64,7 @@ def note(exc: BaseException, consequence: str, *, key: str | None = None) -> boo
     with _lock:
         last = _last_error.get(key)
         _last_error[key] = now
+        _last_failure[name] = now
     if last is not None and now - last <= QUIET_S:
         return False
     log.warning(
@@ -71,7 +77,15 @@ def note(exc: BaseException, consequence: str, *, key: str | None = None) -> boo
     return True
 
 
+def recent(*names: str, within_s: float = SKIP_S) -> bool:
+    """Whether any of these dependencies (DATABASE, REDIS, BROKER) failed in this process within the last within_s."""
+    now = time.monotonic()
+    with _lock:
+        return any(name in _last_failure and now - _last_failure[name] <= within_s for name in names)
+
+
 def forget() -> None:
     """Start with no outage in progress (tests)."""
     with _lock:
         _last_error.clear()
+        _last_failure.clear()

@@ -34,6 +34,8 @@ from channels.layers import get_channel_layer
 from django.core.cache import cache
 from django.db import transaction
 
+from clusterctl import outages
+
 log = logging.getLogger(__name__)
 
 FABRIC_TOPICS: tuple[str, ...] = ("overview", "fabric", "gpus", "alerts")
@@ -120,9 +122,13 @@ def mark_dirty(cluster_id: int, topics: Iterable[str] | str = TOPICS) -> None:
 
 
 def _mark(cluster_id: int, topics: tuple[str, ...]) -> None:
+    if outages.recent(outages.REDIS, outages.BROKER):
+        return  # it just failed in this process: waiting for it again would only hold up whoever committed
     try:
         cache.set_many({dirty_key(cluster_id, t): 1 for t in topics}, DIRTY_TTL_S)
         schedule(cluster_id)
+    except outages.OUTAGE_ERRORS as exc:  # Redis restarting: one warning per outage, not one per commit
+        outages.note(exc, "live views show changes again at the first one after it is back", key="live views")
     except Exception:  # a cache down must not fail the commit hook of whoever marked
         log.exception("live views of cluster %s: could not mark %s dirty", cluster_id, ", ".join(topics))
 

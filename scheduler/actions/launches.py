@@ -36,6 +36,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from clusterctl import outages
 from scheduler.actions.allocations import ShareSpec, allocate, release_allocations
 from scheduler.actions.jobs import SCHEDULER, _event, _move, finish_job, request_round_on_commit, requeue_job
 from scheduler.actions.locking import atomic_retry, lock_job, lock_jobs
@@ -66,18 +67,37 @@ def node_queue(host: str) -> str:
 
 
 def _send_on_commit(task: str, messages: Sequence[tuple[str, tuple]], link: str = "", **options: Any) -> None:
-    """After commit, each (host, args) to that node's queue as scheduler.tasks.<task>, its answer to <link>."""
+    """After commit, each (host, args) to that node's queue as scheduler.tasks.<task>, its answer to <link>.
+
+    Never raises into the committed caller (a cancel answers 200 with the broker down): what could not be sent
+    follows from the launches' state, whose sweep sends an unanswered prepare, start or stop again (resend)."""
     if not messages:
         return
 
     def send() -> None:
-        from scheduler import tasks
-
-        node_task, ack = getattr(tasks, task), getattr(tasks, link).s() if link else None
-        for host, args in messages:
-            node_task.apply_async(args, queue=node_queue(host), link=ack, **options)
+        _send(task, messages, link, **options)
 
     transaction.on_commit(send)
+
+
+def _send(task: str, messages: Sequence[tuple[str, tuple]], link: str = "", **options: Any) -> int:
+    """Send each (host, args) now; returns how many went out. The first outage error stops the rest (the broker is
+    down for them too: each would wait out the publish retries), which the sweep sends again."""
+    from scheduler import tasks
+
+    if outages.recent(outages.BROKER):
+        return 0  # it just failed here: the sweep sends these (clusterctl.outages.SKIP_S)
+    node_task, ack = getattr(tasks, task), getattr(tasks, link).s() if link else None
+    for i, (host, args) in enumerate(messages):
+        try:
+            node_task.apply_async(args, queue=node_queue(host), link=ack, **options)
+        except outages.OUTAGE_ERRORS as exc:
+            outages.note(exc, f"node messages are not sent ({task} to {host} and {len(messages) - i - 1} more "
+                         "here); the launch sweep sends unanswered ones again", key="node messages")  # fmt: skip
+            return i
+        except Exception:
+            log.exception("could not send %s to %s", task, host)
+    return len(messages)
 
 
 # -- launch ------------------------------------------------------------------------------------------------
@@ -92,10 +112,16 @@ def launch_on_commit(job_ids: Iterable[int]) -> None:
     def send() -> None:
         from scheduler.tasks import launch_jobs
 
+        if outages.recent(outages.BROKER):
+            return  # it just failed here: the sweep launches them (clusterctl.outages.SKIP_S)
         for i in range(0, len(ids), 200):
             try:
                 launch_jobs.delay(ids[i : i + 200])
-            except Exception:  # the sweep launches admitted jobs that have no launch, so nothing is lost
+            except outages.OUTAGE_ERRORS as exc:  # the sweep launches admitted jobs that have no launch
+                outages.note(exc, "placed jobs are not launched at once; the launch sweep launches them",
+                             key="launch requests")  # fmt: skip
+                return
+            except Exception:
                 log.exception("could not enqueue the launch of jobs %s", ids[i : i + 200])
 
     transaction.on_commit(send)
@@ -517,10 +543,11 @@ def agent_hello(host: str, found: Sequence[Mapping[str, Any]]) -> dict[str, int]
 
 
 def sweep(now=None) -> dict[str, int]:
-    """Beat: launches nobody acknowledged in time are rolled back; stops nobody confirmed are given up;
-    admitted jobs whose launch message was lost are launched; under the twin, jobs end after est_runtime_s."""
+    """Beat: launches nobody acknowledged in time are rolled back; stops nobody confirmed are given up; a prepare,
+    start or stop unanswered for LAUNCH_RESEND_S is sent once more; admitted jobs whose launch message was lost are
+    launched; under the twin, jobs end after est_runtime_s."""
     now = now or timezone.now()
-    done = {"timed_out": 0, "stops_given_up": 0, "launched": 0, "twin_finished": 0}
+    done = {"timed_out": 0, "stops_given_up": 0, "resent": 0, "launched": 0, "twin_finished": 0}
     if not enabled():
         done["twin_finished"] = _twin_finish(now)
         return done
@@ -536,10 +563,58 @@ def sweep(now=None) -> dict[str, int]:
         limit = la.job.grace_period_s + settings.LAUNCH_STOP_TIMEOUT_S
         if la.stop_sent_at < now - timedelta(seconds=limit):
             done["stops_given_up"] += _give_up_stop(la.pk, limit)
+    done["resent"] = _resend(now)
     unlaunched = Job.objects.filter(status=JobStatus.ADMITTED).exclude(launches__generation=F("generation"))
     for job_id in list(unlaunched.values_list("pk", flat=True)[:1000]):
         done["launched"] += bool(launch_job(job_id))
     return done
+
+
+# What each waiting state was sent, and where its answer goes.
+_RESEND = {S.SENT: ("node_prepare", "launch_ack"), S.STARTING: ("node_start", "start_ack"),
+           S.STOPPING: ("node_stop", "stop_ack")}  # fmt: skip
+
+
+def _resend_key(launch_id: int, state: str) -> str:
+    return f"scheduler:launch-resent:{launch_id}:{state}"
+
+
+def _resend(now) -> int:
+    """Send once more the prepare, start or stop of each launch unanswered for LAUNCH_RESEND_S: it may never have
+    been published (the broker was down when its transaction committed), and without it a prepare would wait for
+    the ack timeout's rollback, and a cancelled job would run on until its stop is given up. Once per launch and
+    state, marked in the cache for as long as that state may wait. Node tasks are idempotent and answers name their
+    generation, so a message that was only slow costs a duplicate answer that changes nothing. Returns how many."""
+    from django.core.cache import cache
+
+    ack_limit = settings.LAUNCH_ACK_TIMEOUT_S
+    quiet = Launch.objects.filter(
+        state__in=list(_RESEND), changed_at__lt=now - timedelta(seconds=settings.LAUNCH_RESEND_S)
+    ).values_list("pk", "state", "hostname", "job_id", "generation", "payload", "changed_at", "stop_why",
+                  "job__grace_period_s")  # fmt: skip
+    resent = 0
+    for pk, state, host, job_id, generation, payload, changed_at, why, grace in quiet.order_by("pk")[:1000]:
+        task, link = _RESEND[state]
+        if state == S.STOPPING:
+            args, options = (host, job_id, generation, grace, why), {}
+            hold = grace + settings.LAUNCH_STOP_TIMEOUT_S
+        else:
+            left = ack_limit - (now - changed_at).total_seconds()
+            args, options, hold = (payload,), {"expires": max(1.0, left)}, ack_limit
+        key = _resend_key(pk, state)
+        try:
+            if not cache.add(key, 1, timeout=int(hold) + 1):
+                continue  # sent again already
+        except outages.OUTAGE_ERRORS as exc:  # Redis is down: the broker with it; the next sweep tries
+            outages.note(exc, "unanswered node messages are not sent again until it is back", key="resends")
+            return resent
+        if not _send(task, [(host, args)], link, **options):
+            cache.delete(key)  # not sent: the next sweep tries again
+            return resent
+        log.info("sent %s for job %s generation %s to %s again: unanswered for %s s", task, job_id, generation,
+                 host, round((now - changed_at).total_seconds()))  # fmt: skip
+        resent += 1
+    return resent
 
 
 @atomic_retry

@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 import socket
 from collections.abc import Iterator
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 import pytest
@@ -58,14 +59,18 @@ def cache_down(settings, closed_port) -> None:
 
 @pytest.fixture
 def broker_at(monkeypatch):
-    """Point the Celery app at a broker URL and publish for real (not eagerly); the app's pools are new ones."""
+    """`with broker_at(url):` the Celery app publishes for real (not eagerly) to that broker, with new connection
+    pools; after the block, as before (eager in the test run)."""
     from clusterctl.celery import app
 
-    def point(url: str) -> None:
-        monkeypatch.setattr(app.conf, "task_always_eager", False)
-        monkeypatch.setattr(app.conf, "broker_url", url)
-        monkeypatch.setattr(app, "_pool", None)
-        monkeypatch.setattr(app.amqp, "_producer_pool", None)
+    @contextmanager
+    def point(url: str) -> Iterator[None]:
+        with monkeypatch.context() as patch:
+            patch.setitem(app.conf, "task_always_eager", False)
+            patch.setitem(app.conf, "broker_url", url)
+            patch.setattr(app, "_pool", None)
+            patch.setattr(app.amqp, "_producer_pool", None)
+            yield
 
     return point
 
@@ -77,7 +82,6 @@ class Hung(BaseException):
 @pytest.fixture
 def deadline():
     """`with deadline(s):` fails the test if the block takes longer than s seconds (it would hang forever)."""
-    from contextlib import contextmanager
 
     @contextmanager
     def within(seconds: float):

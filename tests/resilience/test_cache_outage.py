@@ -22,6 +22,7 @@ def test_a_tenant_lists_jobs_while_redis_is_down(site, cache_down):
     assert answer.json()["count"] == 0
 
 
+@pytest.mark.django_db(transaction=True)  # what follows the commit runs inside the request, as in production
 def test_a_submit_while_redis_is_down_is_stored_and_answers_201(site, cache_down):
     answer = submit(site, "during-the-restart")
     assert answer.status_code == 201, answer.content
