@@ -23,9 +23,10 @@ twin finishes each job at its est_runtime_s. With recovery time between them it 
   6. kill -9 of beat, and another beat started.
 
 Meanwhile it samples the invariants of tests/scheduler/test_concurrency.py and the pipeline's progress. At the end
-it prints jobs submitted / finished / lost, API server errors, GPUs ever held twice, false node alerts (the twin
-never silences a node, so every node_unreachable / node_down is false), and per fault the longest time a job waited
-for its first round after the fault and the recovery time of polls and rounds. Exit status: 0 when every MUST
+it prints jobs submitted / finished / lost, API server errors (5xx but 503) and "retry later" answers (503, with
+Retry-After: allowed only while a fault lasts and RETRY_MARGIN_S after it), GPUs ever held twice, false node alerts
+(the twin never silences a node, so every node_unreachable / node_down is false), and per fault the longest time a
+job waited for its first round after the fault and the recovery time of polls and rounds. Exit status: 0 when every MUST
 figure holds, 1 when one fails, 2 when the run could not be made (setup failed, nothing flowed), 130 on Ctrl-C.
 Every process, the database and the Redis data are removed on exit, Ctrl-C included (`--keep` leaves the
 database; logs stay in the printed folder when a MUST figure failed). See docs/chaos.md.
@@ -79,6 +80,9 @@ ROUND_LOCK_SQL = """
 # Job shapes the tenants submit: (gpus, gang nodes). Mean 46 / 9 = 5.1 GPUs.
 SHAPES = [(1, None), (1, None), (2, None), (2, None), (4, None), (4, None), (8, None), (8, None), (16, 2)]
 SWEEP_S = 10.0  # clusterctl/settings.py: launch-sweep, which ends the twin's jobs, runs every 10 s
+# A 503 is the API's honest "a dependency is out of reach, retry after N s" (clusterctl/errors.py): expected while a
+# fault lasts and for this long after it (connections pooled before the fault fail once), a finding anywhere else.
+RETRY_MARGIN_S = 10.0
 
 
 def num(value: Any) -> float | None:
@@ -831,13 +835,15 @@ class Run:
         st = m.status
         now = time.time()
         calls = load.calls if load else []
-        errors = sum(1 for c in calls if c.status is not None and c.status >= 500)
+        errors = sum(1 for c in calls if is_server_error(c))
+        retry_later = sum(1 for c in calls if c.status == 503)
         unanswered = sum(1 for c in calls if c.status is None)
         say(
             f"[+{now - self.started:4.0f}s] jobs {len(load.submitted) if load else 0} submitted, "
             f"{sum(st.get(s, 0) for s in FINISHED)} ended, {sum(st.get(s, 0) for s in IN_FLIGHT)} running, "
             f"{st.get('pending', 0)} pending | rounds {m.rounds[0]} (newest ended {now - m.rounds[1]:.1f} s ago) | "
-            f"newest sample {now - m.newest_sample:.1f} s old | API 5xx {errors}, unanswered {unanswered} | "
+            f"newest sample {now - m.newest_sample:.1f} s old | API 5xx {errors}, 503 {retry_later}, unanswered "
+            f"{unanswered} | "
             f"held twice {len(m.double_held)} | node alerts {m.node_alerts}"
         )
 
@@ -1123,6 +1129,18 @@ def phase_waits(jobs: list[dict], submitted: set[int], phase: Phase, until: floa
     }
 
 
+def is_server_error(call: Call) -> bool:
+    """An answer of 500 or any 5xx but 503: the server failed (503 is a "retry later", counted apart)."""
+    return call.status is not None and call.status >= 500 and call.status != 503
+
+
+def retry_later_outside_faults(calls: list[Call], phases: list[Phase], margin_s: float = RETRY_MARGIN_S) -> list[Call]:
+    """The 503s sent neither while a fault lasted (from its start to its end) nor within margin_s after it. The
+    baseline (phase "0") is no fault."""
+    windows = [(p.start, p.end + margin_s) for p in phases if p.name != "0"]
+    return [c for c in calls if c.status == 503 and not any(lo <= c.at <= hi for lo, hi in windows)]
+
+
 def summarise(
     *,
     plan: Plan,
@@ -1144,7 +1162,9 @@ def summarise(
 ) -> dict[str, Any]:
     outcome = classify(jobs, queue, submitted)
     api = calls
-    server_errors = [c for c in api if c.status is not None and c.status >= 500]
+    server_errors = [c for c in api if is_server_error(c)]
+    retry_later = [c for c in api if c.status == 503]
+    stray_retry_later = retry_later_outside_faults(api, phases)
     unanswered = [c for c in api if c.status is None]
     node_alerts = [a for a in alerts if a[0] in NODE_RULES]
     stored_unanswered = sorted(j["id"] for j in jobs if j["id"] not in submitted and j["name"] in names_sent)
@@ -1169,7 +1189,8 @@ def summarise(
                 "samples_back_s": round(sample_back - p.end, 1) if sample_back else None,
                 "rounds_back_s": round(round_back - p.end, 1) if round_back else None,
                 "not_back_after_s": round(watched_until - p.end, 1),
-                "api_5xx": sum(1 for c in in_phase if c.status is not None and c.status >= 500),
+                "api_5xx": sum(1 for c in in_phase if is_server_error(c)),
+                "api_503": sum(1 for c in in_phase if c.status == 503),
                 "api_unanswered": sum(1 for c in in_phase if c.status is None),
                 "api_slowest_s": round(max((c.took for c in in_phase), default=0.0), 1),
                 "node_alerts": Counter(rule for rule, _, at in node_alerts if p.start <= at < until),
@@ -1181,6 +1202,7 @@ def summarise(
     must = {
         "lost": outcome["lost"],
         "api_5xx": len(server_errors),
+        "api_503_outside_faults": len(stray_retry_later),
         "gpus_held_twice": held_twice,
         "other_invariant_violations": other,
         "false_node_alerts": len(node_alerts),
@@ -1194,6 +1216,11 @@ def summarise(
             "server_errors": len(server_errors),
             "server_errors_by_status": dict(Counter(c.status for c in server_errors)),
             "server_error_samples": [f"{c.kind} {c.status}: {brief(c.error)}" for c in server_errors[:5]],
+            "retry_later": len(retry_later),
+            "retry_later_by_kind": dict(Counter(c.kind for c in retry_later)),
+            "retry_later_outside_faults": [
+                f"{c.kind} at +{c.at - phases[0].start:.1f} s: {brief(c.error)}" for c in stray_retry_later[:5]
+            ],
             "refused_4xx": dict(Counter(f"{c.kind} {c.status}" for c in api if c.status and 400 <= c.status < 500)),
             "unanswered": len(unanswered),
         },
@@ -1274,7 +1301,14 @@ def report(fig: dict[str, Any]) -> str:
         row("  pending with a reason at the end", j["pending_with_reason"]),
         row("  lost", j["lost"], "lost"),
         row("API requests", api["requests"]),
-        row("  server errors (5xx)", api["server_errors"], "api_5xx"),
+        row("  server errors (500, any 5xx but 503)", api["server_errors"], "api_5xx"),
+        row("  retry later (503 with Retry-After)", api["retry_later"])
+        + (f"   {api['retry_later_by_kind']}" if api["retry_later"] else ""),
+        row(
+            f"    of which outside a fault (+{RETRY_MARGIN_S:g} s)",
+            must["api_503_outside_faults"],
+            "api_503_outside_faults",
+        ),
         row("  unanswered in time (timeout, refused)", api["unanswered"]),
         row("GPUs ever held twice", must["gpus_held_twice"], "gpus_held_twice"),
         row(
@@ -1292,6 +1326,8 @@ def report(fig: dict[str, Any]) -> str:
         lines.append(f"  stored although the API gave no 201: jobs {j['stored_without_answer']}")
     if api["server_error_samples"]:
         lines.append(f"  5xx by status {api['server_errors_by_status']}; e.g. {api['server_error_samples'][:2]}")
+    if api["retry_later_outside_faults"]:
+        lines.append(f"  503 outside a fault, e.g. {api['retry_later_outside_faults'][:3]}")
     if api["refused_4xx"]:
         lines.append(f"  refused (4xx): {api['refused_4xx']}")
     if fig["alerts_by_rule"]:
@@ -1300,21 +1336,23 @@ def report(fig: dict[str, Any]) -> str:
         lines.append(f"  invariant breaches: {fig['invariants']['other']}")
     lines += [
         "",
-        f"  {'fault':48} {'jobs':>4} {'wait for a round':>16} {'samples':>8} {'rounds':>7} {'5xx':>4} {'node':>6}",
-        f"  {'':48} {'':>4} {'longest':>9} {'median':>6} {'back':>8} {'back':>7} {'':>4} {'alerts':>6}",
+        f"  {'fault':48} {'jobs':>4} {'wait for a round':>16} {'samples':>8} {'rounds':>7} {'5xx':>4} {'503':>4} "
+        f"{'node':>6}",
+        f"  {'':48} {'':>4} {'longest':>9} {'median':>6} {'back':>8} {'back':>7} {'':>4} {'':>4} {'alerts':>6}",
     ]
     for f in fig["faults"]:
         longest = (">" if f["longest_is_lower_bound"] else "") + secs(f["longest_wait_s"])
         lines.append(
             f"  {f['fault'] + ' ' + f['title']:48} {f['jobs_submitted']:>4} {longest:>9} {secs(f['median_wait_s']):>6} "
-            f"{back(f, 'samples_back_s'):>8} {back(f, 'rounds_back_s'):>7} {f['api_5xx']:>4} "
+            f"{back(f, 'samples_back_s'):>8} {back(f, 'rounds_back_s'):>7} {f['api_5xx']:>4} {f['api_503']:>4} "
             f"{sum(f['node_alerts'].values()):>6}"
         )
     lines += [
         "",
         "  wait: from the later of a job's submission and the fault's end to the first round that took it into",
         "  account ('>': still waiting when the next fault began); back: from the fault's end to the first sample",
-        "  stored and to the end of the first round started after it ('>': not back when the run ended).",
+        "  stored and to the end of the first round started after it ('>': not back when the run ended). 5xx: server",
+        "  errors (500; 503 apart); 503: retry later, counted from the fault's start to the next one's.",
         "  What each fault did:",
         *(
             f"    {f['fault']}: {'; '.join(f['notes'])}"

@@ -82,6 +82,19 @@ def test_only_jobs_the_api_accepted_count_as_waiting():
     assert (out["waited"], out["longest_wait_s"], out["still_waiting_at_next"]) == (1, 1.0, 0)
 
 
+def test_a_503_is_a_retry_later_not_a_server_error():
+    answers = [chaos.Call(0.0, 0.1, "list", status) for status in (200, 500, 502, 503, None)]
+    assert [chaos.is_server_error(c) for c in answers] == [False, True, True, False, False]
+
+
+def test_a_503_counts_against_the_run_only_outside_a_fault_and_its_margin():
+    baseline = chaos.Phase("0", "none", start=100.0, end=100.0)
+    redis = chaos.Phase("2", "restart Redis", start=130.0, end=134.0)  # 503s allowed from 130 to 134 + 10
+    calls = [chaos.Call(at, 0.1, "list", 503) for at in (120.0, 130.0, 140.0, 144.0, 144.5, 200.0)]
+    stray = chaos.retry_later_outside_faults([*calls, chaos.Call(150.0, 0.1, "list", 500)], [baseline, redis], 10.0)
+    assert [c.at for c in stray] == [120.0, 144.5, 200.0]
+
+
 def test_an_html_error_page_is_reported_by_its_title():
     page = '\n<!doctype html>\n<html lang="en">\n<head>\n  <title>Server Error (500)</title>\n</head><body></body>'
     assert chaos.brief(page) == "Server Error (500)"
