@@ -43,12 +43,45 @@ _last_failure: dict[str, float] = {}  # by dependency: when it last failed
 _lock = threading.Lock()
 
 
+# PostgreSQL's SQLSTATE classes and codes that say the server, not the statement, is the trouble: 08 connection
+# exceptions, 53 insufficient resources (too many connections), 57 operator intervention (admin shutdown, a
+# terminated backend, the server starting up), 55P03 a lock timeout. An error without a SQLSTATE came from the client
+# library: the connection was lost before the server answered.
+_PG_OUTAGE_CLASSES = ("08", "53", "57")
+_PG_OUTAGE_CODES = ("55P03",)
+# SQLite (the embedded mode): a writer holding the file past the busy timeout.
+_SQLITE_OUTAGE = ("database is locked", "unable to open database")
+
+
+def _sqlstate(exc: BaseException | None) -> str | None:
+    while exc is not None:
+        state = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)
+        if state:
+            return state
+        exc = exc.__cause__
+    return None
+
+
+def database_outage(exc: BaseException) -> bool:
+    """Whether a database error means the database is out of reach, rather than that the statement is wrong (a
+    missing table, a bad column: a bug, which must stay a 500 and be seen)."""
+    if isinstance(exc, InterfaceError):
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    cause = exc.__cause__
+    if cause is not None and type(cause).__module__.startswith("sqlite3"):
+        return any(text in str(exc) for text in _SQLITE_OUTAGE)
+    state = _sqlstate(exc)
+    return state is None or state[:2] in _PG_OUTAGE_CLASSES or state in _PG_OUTAGE_CODES
+
+
 def dependency(exc: BaseException) -> str | None:
     """Which dependency the error says is out of reach (DATABASE, REDIS, BROKER), or None for any other error."""
     if isinstance(exc, BrokerError):
         return BROKER
     if isinstance(exc, DATABASE_ERRORS):
-        return DATABASE
+        return DATABASE if database_outage(exc) else None
     if isinstance(exc, REDIS_ERRORS):
         return REDIS
     return None
