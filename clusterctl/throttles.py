@@ -16,7 +16,8 @@ uncounted, and one warning says so when the outage begins (clusterctl/outages.py
 abuse; it must not turn a Redis blip into a total API outage. For CACHE_RETRY_S after a failure the cache is not
 asked again, so a Redis that hangs instead of refusing costs one socket timeout per process per CACHE_RETRY_S,
 not one per request. Meanwhile the failed-sign-in count per address is not kept either; axes's lockout per
-username and address is, since it lives in the database.
+username and address is, since it lives in the database. Each check let through that way counts in
+`clusterctl_unthrottled_requests_total{scope}` (this process's /metrics, beside django-prometheus's request metrics).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from django.conf import settings
 from django.contrib.auth.signals import user_login_failed
 from django.dispatch import receiver
 from django.http import HttpRequest, HttpResponse
+from prometheus_client import Counter
 from rest_framework import throttling
 from rest_framework.settings import api_settings
 
@@ -41,6 +43,11 @@ log = logging.getLogger(__name__)
 
 CACHE_RETRY_S = 2.0
 T = TypeVar("T")
+UNTHROTTLED = Counter(
+    "clusterctl_unthrottled_requests",
+    "Rate checks let through uncounted because the cache could not be reached, by throttle scope",
+    ["scope"],
+)
 
 
 def client_ip(request: HttpRequest) -> str | None:
@@ -78,17 +85,18 @@ class _CacheState:
 cache_state = _CacheState()
 
 
-def _fail_open(call: Callable[[], T], default: T) -> T:
+def _fail_open(scope: str, call: Callable[[], T], default: T) -> T:
     """`call()`, or `default` when the cache is (or was just found) out of reach."""
-    if cache_state.skip():
-        return default
-    try:
-        result = call()
-    except outages.REDIS_ERRORS as exc:
-        cache_state.failed(exc)
-        return default
-    cache_state.worked()
-    return result
+    if not cache_state.skip():
+        try:
+            result = call()
+        except outages.REDIS_ERRORS as exc:
+            cache_state.failed(exc)
+        else:
+            cache_state.worked()
+            return result
+    UNTHROTTLED.labels(scope=scope).inc()
+    return default
 
 
 class _RatesFromSettings:
@@ -100,7 +108,9 @@ class _RatesFromSettings:
         return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
 
     def allow_request(self, request, view) -> bool:
-        return _fail_open(lambda: super(_RatesFromSettings, self).allow_request(request, view), True)
+        if self.rate is None or self.get_cache_key(request, view) is None:
+            return True  # this rate does not apply to the request (the anonymous one to a signed-in user)
+        return _fail_open(self.scope, lambda: super(_RatesFromSettings, self).allow_request(request, view), True)
 
 
 class AnonRateThrottle(_RatesFromSettings, throttling.AnonRateThrottle):
@@ -128,7 +138,7 @@ class FailedLoginThrottle(_RatesFromSettings, throttling.SimpleRateThrottle):
         """Seconds until this address may try again, or None when it is under the rate."""
         if self.rate is None:
             return None
-        return _fail_open(lambda: self._retry_after(request), None)
+        return _fail_open(self.scope, lambda: self._retry_after(request), None)
 
     def _retry_after(self, request: HttpRequest) -> int | None:
         self._load(request)
@@ -139,7 +149,7 @@ class FailedLoginThrottle(_RatesFromSettings, throttling.SimpleRateThrottle):
     def record_failure(self, request: HttpRequest) -> None:
         if self.rate is None:
             return
-        _fail_open(lambda: self._record(request), None)
+        _fail_open(self.scope, lambda: self._record(request), None)
 
     def _record(self, request: HttpRequest) -> None:
         self._load(request)

@@ -41,6 +41,20 @@ def test_the_throttles_warn_once_per_outage_not_per_request(site, cache_down, ca
     assert warnings[0].startswith("the cache cannot be reached (ConnectionError: Error 111 connecting to 127.0.0.1:")
 
 
+def test_requests_let_through_unthrottled_are_counted_for_metrics(site, cache_down):
+    def unthrottled(scope: str) -> float:
+        # The counter's own samples: a scrape of the whole registry would also read the cluster state (the cache).
+        [family] = throttles.UNTHROTTLED.collect()
+        found = [s.value for s in family.samples if s.name.endswith("_total") and s.labels == {"scope": scope}]
+        return found[0] if found else 0.0
+
+    before = unthrottled("user"), unthrottled("anon")
+    for _ in range(3):  # the first finds the cache down; the next two skip it (CACHE_RETRY_S)
+        assert site.api.get(JOBS).status_code == 200
+    # Three user-rate checks let through; the anonymous rate never applies to a signed-in tenant, so none there.
+    assert (unthrottled("user") - before[0], unthrottled("anon") - before[1]) == (3.0, 0.0)
+
+
 def test_rates_are_limited_again_once_redis_is_back(site, settings, closed_port):
     from django.core.cache import cache
     from django.test import override_settings
