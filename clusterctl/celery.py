@@ -6,6 +6,7 @@ from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterctl.settings")
 
-app = Celery("clusterctl")
+# The broker connections reconnect every second or two (clusterctl/broker.py).
+app = Celery("clusterctl", amqp="clusterctl.broker:AMQP")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
+from redis import backoff as redis_backoff
+from redis import retry as redis_retry
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -175,12 +177,20 @@ CELERY_BEAT_SCHEDULE = {
 }
 # Beat (clusterctl/beat.py, docs/deployment.md "Beat"). With Redis: RedBeat, schedule and a lock in Redis, so any
 # number of beats may run and only the lock holder sends; a standby takes over once the holder's lock lapses
-# (BEAT_LOCK_TIMEOUT_S after its last tick). Without Redis: Celery's file-backed scheduler (one beat only). Either
-# way each tick leaves a heartbeat; /healthz calls beat stalled past BEAT_STALE_S.
+# (BEAT_LOCK_TIMEOUT_S after its last tick), at once when it can tell that the holder died. Without Redis: Celery's
+# file-backed scheduler (one beat only). Either way each tick leaves a heartbeat; /healthz calls beat stalled past
+# BEAT_STALE_S.
 CELERY_BEAT_SCHEDULER = "clusterctl.beat:RedBeatScheduler" if REDIS_URL else "clusterctl.beat:PersistentScheduler"
 CELERY_BEAT_MAX_LOOP_INTERVAL = 5  # seconds between ticks at most: the heartbeat's and the lock renewal's pace
 CELERY_REDBEAT_REDIS_URL = REDIS_URL
-CELERY_REDBEAT_REDIS_OPTIONS: dict = {}  # the broker's transport options are not the scheduler's
+# The scheduler's own client (the broker's transport options are not its). One immediate retry on a fresh
+# connection (the first command after a Redis restart meets the pool's dead one); no more: redis-py's default (10
+# retries with backoff) held each tick 4.4 s while Redis refused, and the beat retries every second by itself.
+CELERY_REDBEAT_REDIS_OPTIONS = {
+    "socket_timeout": REDIS_SOCKET_TIMEOUT_S,
+    "socket_connect_timeout": REDIS_SOCKET_TIMEOUT_S,
+    "retry": redis_retry.Retry(redis_backoff.NoBackoff(), 1),
+}
 CELERY_REDBEAT_LOCK_TIMEOUT = env.int("BEAT_LOCK_TIMEOUT_S", default=15)
 BEAT_STALE_S = env.float("BEAT_STALE_S", default=30.0)
 if CELERY_REDBEAT_LOCK_TIMEOUT <= 2 * CELERY_BEAT_MAX_LOOP_INTERVAL:
@@ -206,6 +216,18 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     "unacked_restore_throttle": 2,
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# kombu's Redis transport with the fix that keeps a worker alive when Redis restarts under a late-acked task
+# (clusterctl/broker.py). Only for redis://: rediss:// and socket URLs keep kombu's own, which sets their TLS itself.
+if CELERY_BROKER_URL.startswith("redis://"):
+    CELERY_BROKER_TRANSPORT = "clusterctl.broker:Transport"
+# A worker (and beat's sender) waits for a lost broker as long as it is gone, trying every second or two
+# (clusterctl/broker.py); Celery's 100 tries made a worker exit after a few minutes of Redis outage.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# A late-acked task running when the broker connection drops runs to its end (it needs the database, not Redis); its
+# acknowledgement is lost with the connection, so the message is delivered again after BROKER_VISIBILITY_TIMEOUT_S
+# and the task runs once more, which every late-acked task here is safe to do. Cancelling it instead (Celery 6's
+# default) would kill a round or an ingest in progress for a Redis blip, and it runs again all the same.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # A publish (a round requested, a launch message) with the broker down gives up after two quick retries: under a
 # second when Redis refuses, a few REDIS_SOCKET_TIMEOUT_S when it is silent (kombu's Redis transport otherwise waits
 # forever on a silent socket). The request that published has committed and answers; what it could not send follows
