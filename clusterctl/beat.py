@@ -116,7 +116,19 @@ def holder_is_dead(value: str) -> bool:
         return False  # not written by lock_value() here: nothing is known about the holder
     if _namespace() is None or namespace != _namespace():
         return False
-    return _start_time(pid_n) != started_n
+    try:
+        os.kill(pid_n, 0)
+    except ProcessLookupError:
+        return True  # no process has this pid here
+    except PermissionError:
+        pass  # one runs, as another user
+    # A process has the pid: the holder, unless it is a zombie or started at another time (the pid was reused).
+    try:
+        fields = Path(f"/proc/{pid_n}/stat").read_text().rsplit(")", 1)[1].split()
+        state, started_now = fields[0], int(fields[19])  # fields 3 and 22 of proc(5)
+    except (OSError, IndexError, ValueError):
+        return False  # /proc does not show it (mounted hidepid=2, another user's): it may be the holder, sending
+    return state in ("Z", "X") or started_now != started_n
 
 
 class _Heartbeat:
@@ -131,12 +143,31 @@ class RedBeatScheduler(redbeat.RedBeatScheduler):
 
     #: Seconds between tries while Redis is out of reach, and between a standby's asks for the lock.
     retry_s = 1.0
+    _redis_down = False  # set by setup_schedule, which Scheduler.__init__ calls before ours goes on
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.lock_value = lock_value()
         self._renewed_at = 0.0  # monotonic time of the last renewal: the lock is ours until lock_timeout after it
-        self._redis_down = False
+
+    def setup_schedule(self) -> None:
+        # Writing the static entries into Redis is the first thing a beat does: one started while Redis is out of
+        # reach (compose restarting it during the outage) waits here instead of exiting, which under a restart
+        # policy's growing back-off could keep it down well after Redis is back.
+        while True:
+            try:
+                super().setup_schedule()
+            except REDIS_DOWN as exc:
+                if not self._redis_down:
+                    log.warning(
+                        "beat: Redis is out of reach (%s: %s); setting the schedule up once it answers",
+                        type(exc).__name__,
+                        exc,
+                    )
+                self._redis_down = True
+                time.sleep(self.retry_s)
+            else:
+                return
 
     def tick(self, **kwargs) -> float:
         try:

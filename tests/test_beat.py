@@ -198,6 +198,28 @@ def test_a_killed_holder_not_yet_reaped_is_dead():
 
 
 @linux
+def test_a_live_holder_that_proc_hides_is_not_known_dead(monkeypatch):
+    # /proc mounted with hidepid=2 shows no /proc/<pid> of another user's process: reading it fails as for a pid
+    # nobody has, yet that process runs (a beat of another uid beside this one) and may be sending.
+    proc = subprocess.Popen(["sleep", "30"])
+    try:
+        value = holder(proc.pid)
+        hidden = Path(f"/proc/{proc.pid}/stat")
+        read_text = Path.read_text
+
+        def hidepid(path, *args, **kwargs):
+            if path == hidden:
+                raise FileNotFoundError(2, "No such file or directory", str(path))
+            return read_text(path, *args, **kwargs)
+
+        monkeypatch.setattr(Path, "read_text", hidepid)
+        assert not holder_is_dead(value)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@linux
 def test_a_holder_whose_pid_now_names_another_process_is_dead():
     namespace, pid, started, *rest = lock_value().split(" ")
     assert holder_is_dead(" ".join([namespace, pid, str(int(started) - 1), *rest]))
