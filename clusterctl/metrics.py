@@ -35,6 +35,7 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.utils import floatToGoString
 
+from clusterctl import outages
 from fabric.choices import GpuHealth, NodeState
 from fabric.models import GPU, Alert, Cluster, Node
 from scheduler.choices import FINAL_STATUSES, JobStatus
@@ -263,6 +264,13 @@ class ClusterCollector:
         up = GaugeMetricFamily("clusterctl_metrics_up", "1 when the cluster state below could be read, else 0.")
         try:
             families = cluster_families()
+        except outages.OUTAGE_ERRORS as exc:  # Redis or PostgreSQL restarting: one warning per outage, not per scrape
+            if outages.dependency(exc) is None:
+                log.exception("metrics: reading the cluster state failed")
+            else:
+                outages.note(exc, "/metrics reports clusterctl_metrics_up 0 until it is back", key="metrics")
+            up.add_metric([], 0)
+            return [up]
         except Exception:  # a scrape must still return the process's own metrics and say what failed
             log.exception("metrics: reading the cluster state failed")
             up.add_metric([], 0)

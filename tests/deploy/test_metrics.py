@@ -173,6 +173,26 @@ def test_a_failing_read_still_serves_the_process_metrics(client, monkeypatch):
     assert "django_http_responses_total_by_status" in families
 
 
+def test_an_outage_is_one_warning_not_a_traceback_per_scrape(client, monkeypatch, caplog):
+    import logging
+
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    from clusterctl import outages
+
+    def away(now=None):
+        raise RedisConnectionError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    outages.forget()
+    monkeypatch.setattr(metrics, "cluster_families", away)
+    with caplog.at_level(logging.WARNING):
+        ups = [scrape(client)["clusterctl_metrics_up"].samples[0].value for _ in range(3)]
+    assert ups == [0, 0, 0]
+    logged = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "clusterctl.outages"]
+    assert len(logged) == 1 and logged[0][0] == "WARNING" and "/metrics" in logged[0][1]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
 #
 # Access
 #
