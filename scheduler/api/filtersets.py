@@ -1,6 +1,6 @@
 import django_filters as filters
 
-from clusterctl.filters import IdFilter, StrictFilterSet
+from clusterctl.filters import DateTimeFilter, IdFilter, StrictFilterSet
 from scheduler.choices import JobStatus, SharingMode, Workload
 from scheduler.models import Job, Quota
 
@@ -13,7 +13,7 @@ class JobFilterSet(StrictFilterSet):
     pool = IdFilter(field_name="pool_id")
     priority_class = filters.CharFilter(field_name="priority_class__name")
     name = filters.CharFilter(lookup_expr="icontains")
-    submitted_after = filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
+    submitted_after = DateTimeFilter(field_name="submitted_at", lookup_expr="gte")
 
     class Meta:
         model = Job

@@ -86,6 +86,35 @@ def test_an_empty_date_filter_is_refused(tenant_api_with_quota):
     assert resp.json() == {"submitted_after": ["submitted_after is empty: give a value or leave it out"]}
 
 
+def _job_submitted_at(api, when: str) -> int:
+    from scheduler.models import Job
+
+    resp = api.post(JOBS, {"name": "dated", "gpus": 1}, format="json")
+    assert resp.status_code == 201, resp.content
+    Job.objects.filter(pk=resp.json()["id"]).update(submitted_at=when)
+    return resp.json()["id"]
+
+
+def test_a_date_filter_with_an_offset_postgresql_refuses_is_read_in_utc(tenant_api_with_quota):
+    # 2026-01-02T06:00-17:04 is 2026-01-02T23:04Z: after a job submitted at 12:00Z, so it is not listed.
+    _job_submitted_at(tenant_api_with_quota, "2026-01-02T12:00:00Z")
+    resp = tenant_api_with_quota.get(f"{JOBS}?submitted_after=2026-01-02T06:00:00-17:04")
+    assert resp.status_code == 200 and resp.json()["results"] == []
+
+
+def test_a_date_filter_with_a_large_positive_offset_lists_what_came_after_it_in_utc(tenant_api_with_quota):
+    # 2026-01-02T20:00+17:30 is 2026-01-02T02:30Z: before 12:00Z, so the job is listed.
+    job = _job_submitted_at(tenant_api_with_quota, "2026-01-02T12:00:00Z")
+    resp = tenant_api_with_quota.get(f"{JOBS}?submitted_after=2026-01-02T20:00:00%2B17:30")
+    assert resp.status_code == 200 and [j["id"] for j in resp.json()["results"]] == [job]
+
+
+def test_a_date_that_utc_cannot_hold_is_refused(tenant_api_with_quota):
+    resp = tenant_api_with_quota.get(f"{JOBS}?submitted_after=0001-01-01T00:00:00%2B05:00")
+    assert resp.status_code == 400
+    assert resp.json() == {"submitted_after": ["is out of range: give a date-time between years 1 and 9999 in UTC"]}
+
+
 def test_an_integer_filter_refuses_a_fraction(operator_api, cluster):
     resp = operator_api.get("/api/v1/links/?width=0.5")
     assert resp.status_code == 400
