@@ -9,9 +9,12 @@ What the snapshot says:
 * one exclusive pool of every node, one tenant ("trace") whose guaranteed quota is the whole cluster, so
   the default policy orders by priority (all equal), fair share (one tenant) and then `queue_seq`
   (submission order); EASY backfill, preemption and migration are on, as in production;
-* no runtime estimates (`est_runtime_s=None`: the engine assumes `Config.default_runtime_s`), i.e. no
-  oracle; each job's step compute and gradient bytes come from its runtime profile (the engine prices
-  placements with them, as a tenant would declare them);
+* the job's request as the trace gives it: its gang shape (`nodes` x `gpus_per_node`, None for any
+  split), `require="leaf"` for a job that requires one leaf (`prefer-leaf` and `any` send no requirement:
+  the engine always tries the tightest domain first), and the user's runtime estimate where the trace has
+  one (a Slurm time limit), else `est_runtime_s=None` (the engine assumes `Config.default_runtime_s`):
+  never the true duration (no oracle); each job's step compute and gradient bytes come from its runtime
+  profile (the engine prices placements with them, as a tenant would declare them);
 * with the network model on, the live link utilisation the telemetry would report (the all-reduce
   traffic of the running jobs, `RuntimeModel.link_utilisation`); off, an idle fabric.
 
@@ -81,6 +84,8 @@ class EnginePolicy:
         self._ref = strength.get(sim.params.reference_gpu, self.config.cost.unknown_strength)
         order = list(range(c.n_nodes))
         if self.blind:
+            if any(j.topology == "require-leaf" and j.gpus > 1 for j in sim.jobs):
+                raise ValueError("default-blind cannot see leaves, and this trace has jobs that require one leaf")
             random.Random(self.seed).shuffle(order)
             self.fabric = Fabric()
             self.topology = build_topology(self.fabric)
@@ -108,7 +113,10 @@ class EnginePolicy:
             tenant=TENANT,
             pool=POOL,
             gpus=job.gpus,
-            est_runtime_s=None,
+            nodes=job.nodes,
+            gpus_per_node=job.gpus_per_node,
+            require="leaf" if job.topology == "require-leaf" else None,
+            est_runtime_s=job.est_runtime_s,
             checkpoint_cost_s=ck,
             submitted_at=job.submit,
             attained_gpu_s=job.attained_gpu_s,

@@ -7,7 +7,8 @@
   preemption); averaged over jobs;
 * GPU utilisation = GPU-seconds held by jobs / (GPUs x makespan), and the held GPUs over time;
 * placement: among jobs of more than one GPU, the share placed in one NVLink island (resp. one leaf)
-  every time they ran;
+  every time they ran; among the jobs that ran on more than one node (every gang of several nodes, and
+  any other job the policy split over nodes), how many stayed inside one leaf every time they ran;
 * preemptions and migrations, counted per event.
 """
 
@@ -35,6 +36,7 @@ class JobRecord:
     migrations: int
     one_island: bool
     one_leaf: bool
+    multi_node: bool = False  # ran on more than one node at least once
 
 
 @dataclass(slots=True)
@@ -57,6 +59,8 @@ class ReplayResult:
     preemptions: int
     migrations: int
     unfinished: list[str] = field(default_factory=list)
+    multi_node_jobs: int = 0  # finished jobs that ran on more than one node
+    multi_node_one_leaf: int = 0  # ... of which every run stayed inside one leaf
     rounds: int = 0  # scheduling rounds: engine calls (default) or event handlings (baselines)
     events: int = 0  # simulator events
     notes: list[str] = field(default_factory=list)
@@ -79,6 +83,8 @@ class ReplayResult:
             "gpu_utilisation": _r(self.utilisation, 4),
             "multi_gpu_in_one_island": _r(self.island_share, 4),
             "multi_gpu_in_one_leaf": _r(self.leaf_share, 4),
+            "multi_node_jobs": self.multi_node_jobs,
+            "multi_node_in_one_leaf": self.multi_node_one_leaf,
             "preemptions": self.preemptions,
             "migrations": self.migrations,
             "rounds": self.rounds,  # engine calls for default, scheduling events for the baselines
@@ -116,6 +122,7 @@ def summarise(sim: Simulator) -> ReplayResult:
     jcts: list[float] = []
     queues: list[float] = []
     multi = island = leaf = 0
+    mn = mn_leaf = 0
     unfinished: list[str] = []
     for j in sorted(sim.jobs, key=lambda x: x.id):
         jct = (j.end - j.submit) if j.end is not None else None
@@ -129,6 +136,9 @@ def summarise(sim: Simulator) -> ReplayResult:
                 multi += 1
                 island += j.one_island
                 leaf += j.one_leaf
+            if j.multi_node:
+                mn += 1
+                mn_leaf += j.one_leaf
         records.append(
             JobRecord(
                 j.id,
@@ -143,6 +153,7 @@ def summarise(sim: Simulator) -> ReplayResult:
                 j.migrations,
                 j.one_island,
                 j.one_leaf,
+                j.multi_node,
             )
         )
     ends = [j.end for j in sim.jobs if j.end is not None]
@@ -171,6 +182,8 @@ def summarise(sim: Simulator) -> ReplayResult:
         preemptions=sum(j.preemptions for j in sim.jobs),
         migrations=sum(j.migrations for j in sim.jobs),
         unfinished=unfinished,
+        multi_node_jobs=mn,
+        multi_node_one_leaf=mn_leaf,
         rounds=getattr(sim.policy, "rounds", sim.rounds),
         events=sim.events,
         notes=notes,

@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from scheduler.core.topology import LEVEL_LEAF_GROUP
 from scheduler.sim.cluster import SimCluster
 from scheduler.sim.runtime import RuntimeModel, RuntimeParams, Work
 from scheduler.sim.traces.base import Trace, TraceJob
@@ -47,8 +48,10 @@ class JobState:
         "dead_until",
         "duration",
         "end",
+        "est_runtime_s",
         "first_start",
         "gpus",
+        "gpus_per_node",
         "grad_bytes",
         "id",
         "job",
@@ -56,6 +59,8 @@ class JobState:
         "last_start",
         "last_update",
         "migrations",
+        "multi_node",
+        "nodes",
         "one_island",
         "one_leaf",
         "penalty",
@@ -68,6 +73,7 @@ class JobState:
         "stop_at",
         "submit",
         "t_done",
+        "topology",
         "work",
         "work_item",
     )
@@ -76,6 +82,10 @@ class JobState:
         self.job = job
         self.id = job.id
         self.gpus = job.gpus
+        self.nodes = job.nodes  # gang shape (None: any split of `gpus`), checked by Simulator.start
+        self.gpus_per_node = job.gpus_per_node
+        self.topology = job.topology
+        self.est_runtime_s = job.est_runtime_s
         self.submit = job.submit_s
         self.duration = job.duration_s
         self.grad_bytes = job.grad_bytes
@@ -100,6 +110,7 @@ class JobState:
         self.t_done = INF
         self.one_island = True
         self.one_leaf = True
+        self.multi_node = False  # ran on more than one node at least once
 
     @property
     def remaining(self) -> float:
@@ -171,8 +182,7 @@ class Simulator:
     def start(self, job: JobState, positions: Sequence[int]) -> None:
         if job.status != PENDING:
             raise SimError(f"job {job.id} is {job.status}, not pending")
-        if len(positions) != job.gpus or len(set(positions)) != job.gpus:
-            raise SimError(f"job {job.id} needs {job.gpus} distinct GPUs, got {list(positions)}")
+        self._check_shape(job, positions)
         self._take(job, positions)
         now = self.now
         job.status = RUNNING
@@ -214,6 +224,7 @@ class Simulator:
         on it makes no progress for checkpoint + restart seconds."""
         if job.status != RUNNING:
             raise SimError(f"job {job.id} is {job.status}, not running")
+        self._check_shape(job, positions)
         self._settle(job)
         self._release(job)
         self._take(job, positions)
@@ -225,6 +236,25 @@ class Simulator:
         self._dirty = True
 
     # ------------------------------------------------------------------ bookkeeping
+
+    def _check_shape(self, job: JobState, positions: Sequence[int]) -> None:
+        """Every policy must honour the job's request: its GPU count, its gang shape (exactly `nodes` nodes
+        with `gpus_per_node` GPUs each) and a required leaf."""
+        if len(positions) != job.gpus or len(set(positions)) != job.gpus:
+            raise SimError(f"job {job.id} needs {job.gpus} distinct GPUs, got {list(positions)}")
+        if job.nodes is None and job.topology != "require-leaf":
+            return
+        per: dict[int, int] = {}
+        node_of = self.cluster.gpu_node
+        for p in positions:
+            per[node_of[p]] = per.get(node_of[p], 0) + 1
+        if job.nodes is not None and (len(per) != job.nodes or any(k != job.gpus_per_node for k in per.values())):
+            raise SimError(
+                f"job {job.id} is a gang of {job.nodes} x {job.gpus_per_node} GPUs, got "
+                f"{'+'.join(str(k) for k in per.values())} on {len(per)} node(s)"
+            )
+        if job.topology == "require-leaf" and len(per) > 1 and self.cluster.level_of(positions) > LEVEL_LEAF_GROUP:
+            raise SimError(f"job {job.id} requires one leaf, got GPUs under several")
 
     def _take(self, job: JobState, positions: Sequence[int]) -> None:
         owner, node_of = self.gpu_owner, self.cluster.gpu_node
@@ -262,7 +292,9 @@ class Simulator:
             level = self.cluster.level_of(job.shares)
             if level > 0:
                 job.one_island = False
-            if level > 2:
+            if level >= LEVEL_LEAF_GROUP:
+                job.multi_node = True
+            if level > LEVEL_LEAF_GROUP:
                 job.one_leaf = False
 
     def _settle(self, job: JobState) -> None:

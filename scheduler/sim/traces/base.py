@@ -1,11 +1,25 @@
 """What every JCT trace loader returns: `Trace` of `TraceJob`s. A malformed row raises `TraceError` with
-the file and the line number; nothing half-read is returned."""
+the file and the line number; nothing half-read is returned.
+
+A job's shape: `gpus` in all; a gang (`nodes` x `gpus_per_node`, both set) must get exactly that many
+nodes with exactly that many GPUs on each (Slurm's `--nodes=N --gpus-per-node=K`); without them any split
+of `gpus` over nodes is acceptable (the trace gives only a GPU count). `topology` says what the user asked
+of the fabric: `require-leaf` (all nodes under one leaf switch, Slurm `--switches=1` with an unlimited
+wait), `prefer-leaf` (one leaf when the scheduler can, e.g. Slurm's topology/tree best effort) or `any`.
+`est_runtime_s` is the user's run-time estimate (a time limit), never the true duration."""
 
 from __future__ import annotations
 
 import csv
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
+from typing import Literal
+
+Topology = Literal["require-leaf", "prefer-leaf", "any"]
+REQUIRE_LEAF: Topology = "require-leaf"
+PREFER_LEAF: Topology = "prefer-leaf"
+ANY_TOPOLOGY: Topology = "any"
+TOPOLOGIES: tuple[str, ...] = (REQUIRE_LEAF, PREFER_LEAF, ANY_TOPOLOGY)
 
 
 class TraceError(ValueError):
@@ -27,6 +41,23 @@ class TraceJob:
     step_compute_s: float = 0.086  # one step on the reference GPU (V100)
     grad_bytes: float = 102.4e6  # all-reduced per step
     line: int = 0
+    nodes: int | None = None  # gang: exactly this many nodes ... (None: any split of `gpus`)
+    gpus_per_node: int | None = None  # ... with exactly this many GPUs on each
+    topology: Topology = PREFER_LEAF
+    est_runtime_s: float | None = None  # the user's estimate (time limit); None: the trace gives none
+
+    def __post_init__(self) -> None:
+        if (self.nodes is None) != (self.gpus_per_node is None):
+            raise ValueError(f"job {self.name}: a gang needs both nodes and gpus_per_node")
+        if self.nodes is not None and (self.nodes < 1 or self.nodes * self.gpus_per_node != self.gpus):  # type: ignore[operator]
+            raise ValueError(f"job {self.name}: {self.nodes} nodes x {self.gpus_per_node} GPUs is not {self.gpus} GPUs")
+        if self.topology not in TOPOLOGIES:
+            raise ValueError(f"job {self.name}: topology {self.topology!r} is not one of {', '.join(TOPOLOGIES)}")
+
+    @property
+    def gang(self) -> tuple[int, int] | None:
+        """(nodes, GPUs per node) of a gang, None for a job of any shape."""
+        return (self.nodes, self.gpus_per_node) if self.nodes is not None else None  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, slots=True)
