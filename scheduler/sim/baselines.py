@@ -31,6 +31,19 @@ Placement (`placement=`):
   consolidating way (jobs that keep running keep theirs; a new job takes the fullest node that holds
   it, else the nodes with most free GPUs).
 
+Where the traces ask more than the Tiresias simulator knows (it has GPU counts only, and one switch in
+its shipped cluster specs), the baselines do what their rule implies, and nothing that strands a job:
+* a job larger than any leaf: the simulator's `yarn` never places it (`fifo` finished 18 of the 160
+  Pollux jobs on 16x4/4). Here `yarn` consolidates it over as few leaves as the free whole nodes allow
+  (the leaves with most of them first); a job that a leaf can hold still waits for one leaf;
+* a gang (`nodes` x `gpus_per_node`, e.g. a Slurm job): `yarn` takes the first `nodes` nodes of one leaf
+  with that many free GPUs each (across leaves only when no leaf could ever hold it); counting takes the
+  fullest nodes that still hold `gpus_per_node` (best fit; blind to leaves, as counting is). When the
+  count admits a gang whose shape finds no GPUs, that event goes on without it: nothing is preempted for
+  it and its GPUs go to the next jobs in order (`admit_by_count`);
+* `require-leaf`: every placement above stays inside one leaf (`prefer-leaf` and `any` change nothing:
+  `yarn` always consolidates, counting never looks).
+
 The simulator's node CPU (2 or 6 per GPU) and memory (5 GB + parameter-server share) checks are not
 modelled: with its clusters (4 GPUs, 40 cores, 256 GB a node) they never bind under `fifo` and `fjf`.
 
@@ -53,6 +66,7 @@ from typing import TYPE_CHECKING
 from scheduler.sim.simulator import PENDING, RUNNING
 
 if TYPE_CHECKING:  # pragma: no cover
+    from scheduler.sim.cluster import SimCluster
     from scheduler.sim.simulator import JobState, Simulator
 
 QUEUE_LIMITS = (3250, 7200, 18000)  # jobs.py: queue_limit (GPU-seconds)
@@ -63,12 +77,95 @@ GITTINS_DELTA = 3250  # jobs.py: gittins_delta
 # ---------------------------------------------------------------------------------------- placement
 
 
-def yarn_place(sim: Simulator, need: int) -> list[int] | None:
-    """Tiresias' ms_yarn_placement on the current free GPUs, or None."""
-    c = sim.cluster
+class FreeView:
+    """The GPUs a placement may use: the simulator's free ones, plus those of `release` (running jobs this
+    event is about to preempt), minus what this view has already handed out (a trial of several placements
+    in one event, applied only if all of them fit)."""
+
+    __slots__ = ("_extra", "_owner", "_taken", "c", "free_count", "node_free")
+
+    def __init__(self, sim: Simulator, release: Iterable[JobState] = ()) -> None:
+        c = sim.cluster
+        self.c = c
+        self.node_free = list(sim.node_free)
+        self.free_count = sim.free_count
+        self._owner = sim.gpu_owner
+        self._extra: set[int] = set()
+        self._taken: set[int] = set()
+        for job in release:
+            for p in job.shares:
+                self._extra.add(p)
+                self.node_free[c.gpu_node[p]] += 1
+            self.free_count += len(job.shares)
+
+    def free_positions(self, ni: int) -> list[int]:
+        owner, extra, taken = self._owner, self._extra, self._taken
+        return [p for p in self.c.node_gpus[ni] if (owner[p] < 0 or p in extra) and p not in taken]
+
+    def take(self, positions: Iterable[int]) -> None:
+        node_of = self.c.gpu_node
+        for p in positions:
+            self._taken.add(p)
+            self.node_free[node_of[p]] -= 1
+            self.free_count -= 1
+
+
+def fits_one_leaf(c: SimCluster, job: JobState) -> bool:
+    """Could the job, on an empty cluster, be placed under one leaf the YARN way (a gang: `nodes` nodes of
+    at least `gpus_per_node` GPUs; otherwise whole nodes plus one node for the remainder)?"""
     gpn = c.max_gpus_per_node
-    node_free = sim.node_free
-    for leaf in c.leaves_in_order():
+    for leaf in c.leaves():
+        sizes = [len(c.node_gpus[ni]) for ni in leaf]
+        if job.nodes is not None:
+            if sum(1 for g in sizes if g >= job.gpus_per_node) >= job.nodes:  # type: ignore[operator]
+                return True
+        elif job.gpus <= gpn:
+            if any(g >= job.gpus for g in sizes):
+                return True
+        else:
+            full, rest = divmod(job.gpus, gpn)
+            whole = sum(1 for g in sizes if g == gpn)
+            if whole >= full and (not rest or len(sizes) > full):
+                return True
+    return False
+
+
+def _gang_nodes_across(view: FreeView, n_nodes: int, k: int) -> list[int] | None:
+    """`n_nodes` nodes with `k` free GPUs each over as few leaves as the free nodes allow: the leaves with the
+    most such nodes first (ties in leaf order), nodes in order inside a leaf."""
+    per_leaf = [[ni for ni in leaf if view.node_free[ni] >= k] for leaf in view.c.leaves()]
+    order = sorted(range(len(per_leaf)), key=lambda i: -len(per_leaf[i]))
+    out: list[int] = []
+    for i in order:
+        out += per_leaf[i][: n_nodes - len(out)]
+        if len(out) == n_nodes:
+            return out
+    return None
+
+
+def yarn_place(view: FreeView, job: JobState) -> list[int] | None:
+    """Tiresias' ms_yarn_placement on the free GPUs, or None: the first leaf (switch) that can hold the job,
+    a job that fits a node on the first node with room, a larger one on whole free nodes plus one node for
+    the remainder; a gang on the first `nodes` nodes of one leaf with `gpus_per_node` free GPUs each.
+    A job that no leaf could ever hold (larger than a leaf) is consolidated over as few leaves as the free
+    whole nodes allow instead of waiting forever (the simulator's code never places it: a deviation, so
+    that the baseline does not strand jobs that fit the cluster); one that requires a leaf waits for one."""
+    c = view.c
+    node_free = view.node_free
+    if job.nodes is not None:
+        N, k = job.nodes, job.gpus_per_node
+        assert k is not None
+        for leaf in c.leaves():
+            nodes = [ni for ni in leaf if node_free[ni] >= k][:N]
+            if len(nodes) == N:
+                return [p for ni in nodes for p in view.free_positions(ni)[:k]]
+        if job.topology == "require-leaf" or fits_one_leaf(c, job):
+            return None
+        nodes = _gang_nodes_across(view, N, k)
+        return None if nodes is None else [p for ni in nodes for p in view.free_positions(ni)[:k]]
+    need = job.gpus
+    gpn = c.max_gpus_per_node
+    for leaf in c.leaves():
         if need > gpn:
             full_needed = need // gpn
             full: list[int] = []
@@ -88,65 +185,135 @@ def yarn_place(sim: Simulator, need: int) -> list[int] | None:
                         break
                 if last is None:
                     continue
-            out = [p for ni in full for p in sim.free_positions(ni)]
+            out = [p for ni in full for p in view.free_positions(ni)]
             if last is not None:
-                out += sim.free_positions(last)[:rest]
+                out += view.free_positions(last)[:rest]
             return out
         for ni in leaf:
             if node_free[ni] >= need:
-                return sim.free_positions(ni)[:need]
-    return None
-
-
-def consolidated_place(sim: Simulator, need: int) -> list[int] | None:
-    """GPUs for a job that counting admitted: the fullest node that holds it (inside it the tightest NVLink
-    island), else the nodes with the most free GPUs; None when fewer GPUs are free."""
-    if sim.free_count < need:
+                return view.free_positions(ni)[:need]
+    if need <= gpn or job.topology == "require-leaf" or fits_one_leaf(c, job):
         return None
-    c = sim.cluster
-    node_free = sim.node_free
+    # Larger than any leaf: whole free nodes from the leaves with the most of them, then the remainder on
+    # a node of a leaf already used if one has room (else any).
+    full_needed, rest = divmod(need, gpn)
+    whole = [[ni for ni in leaf if node_free[ni] == len(c.node_gpus[ni]) == gpn] for leaf in c.leaves()]
+    order = sorted(range(len(whole)), key=lambda i: -len(whole[i]))
+    full = []
+    used: list[int] = []
+    for i in order:
+        take = whole[i][: full_needed - len(full)]
+        if take:
+            full += take
+            used.append(i)
+        if len(full) == full_needed:
+            break
+    if len(full) < full_needed:
+        return None
+    out = [p for ni in full for p in view.free_positions(ni)]
+    if rest:
+        leaves = c.leaves()
+        chosen = set(full)
+        cands = [ni for i in used for ni in leaves[i]] + [ni for i in order if i not in used for ni in leaves[i]]
+        last = next((ni for ni in cands if ni not in chosen and node_free[ni] >= rest), None)
+        if last is None:
+            return None
+        out += view.free_positions(last)[:rest]
+    return out
+
+
+def _on_node(view: FreeView, ni: int, need: int) -> list[int]:
+    """`need` free GPUs of node `ni`: the NVLink island that holds them most tightly, else the first ones."""
+    free = view.free_positions(ni)
+    by_island: dict[int, list[int]] = {}
+    for p in free:
+        by_island.setdefault(view.c.gpu_island[p], []).append(p)
+    fits = [ps for ps in by_island.values() if len(ps) >= need]
+    if fits:
+        return min(fits, key=len)[:need]
+    return free[:need]
+
+
+def consolidated_place(view: FreeView, job: JobState) -> list[int] | None:
+    """GPUs for a job that counting admitted, or None: the fullest node that holds it (inside it the
+    tightest NVLink island), else the nodes with the most free GPUs. A gang of one node the same way; a
+    gang of several takes the fullest nodes that still have `gpus_per_node` free GPUs (best fit, blind to
+    leaves as the counting schedulers are), inside one leaf when it requires one."""
+    c = view.c
+    node_free = view.node_free
+    if job.nodes is not None and job.nodes > 1:
+        N, k = job.nodes, job.gpus_per_node
+        assert k is not None
+        gang_groups = c.leaves() if job.topology == "require-leaf" else (range(c.n_nodes),)
+        for group in gang_groups:
+            nodes = sorted((ni for ni in group if node_free[ni] >= k), key=lambda i: node_free[i])[:N]
+            if len(nodes) == N:
+                return [p for ni in nodes for p in _on_node(view, ni, k)]
+        return None
+    need = job.gpus
+    if view.free_count < need:
+        return None
     best = None
     for ni in range(c.n_nodes):
         f = node_free[ni]
         if f >= need and (best is None or f < node_free[best]):
             best = ni
     if best is not None:
-        free = sim.free_positions(best)
-        by_island: dict[int, list[int]] = {}
-        for p in free:
-            by_island.setdefault(c.gpu_island[p], []).append(p)
-        fits = [ps for ps in by_island.values() if len(ps) >= need]
-        if fits:
-            return min(fits, key=len)[:need]
-        return free[:need]
-    out: list[int] = []
-    for ni in sorted(range(c.n_nodes), key=lambda i: -node_free[i]):
-        if node_free[ni] == 0:
-            break
-        out += sim.free_positions(ni)[: need - len(out)]
-        if len(out) == need:
-            return out
-    return None  # pragma: no cover - free_count said there was room
+        return _on_node(view, best, need)
+    if job.nodes == 1:
+        return None  # a one-node gang that no node holds now
+    groups = c.leaves() if job.topology == "require-leaf" else (range(c.n_nodes),)
+    for group in groups:
+        out: list[int] = []
+        for ni in sorted(group, key=lambda i: -node_free[i]):
+            if node_free[ni] == 0:
+                break
+            out += view.free_positions(ni)[: need - len(out)]
+            if len(out) == need:
+                return out
+    return None  # a job that requires one leaf, and no leaf has room
 
 
 def admit_by_count(sim: Simulator, ordered: Iterable[JobState]) -> None:
     """Tiresias' counting admission: walk the jobs in priority order, admit each while enough GPUs are left
-    (counting the whole cluster), preempt a running job that no longer fits, then place the admitted ones."""
-    free = sim.cluster.n_gpus
-    admit: list[JobState] = []
-    evict: list[JobState] = []
-    for job in ordered:
-        if free >= job.gpus:
-            free -= job.gpus
-            if job.status == PENDING:
-                admit.append(job)
-        elif job.status == RUNNING:
-            evict.append(job)
+    (counting the whole cluster), preempt a running job that no longer fits, then place the admitted ones.
+
+    A gang can be admitted by count and still find no `nodes` x `gpus_per_node` GPUs (the free GPUs are
+    scattered). Then nothing of that trial is applied: the gang is left out of this event and the count
+    is redone without it, so a preemption always makes room for a job that starts, and the GPUs the gang
+    would have counted go to the next jobs in order. Jobs of any shape always fit what counting gave them,
+    so for them this is the simulator's admission, unchanged."""
+    ordered = list(ordered)
+    skip: set[int] = set()
+    while True:
+        free = sim.cluster.n_gpus
+        admit: list[JobState] = []
+        evict: list[JobState] = []
+        for job in ordered:
+            if job.id in skip:
+                continue
+            if free >= job.gpus:
+                free -= job.gpus
+                if job.status == PENDING:
+                    admit.append(job)
+            elif job.status == RUNNING:
+                evict.append(job)
+        view = FreeView(sim, evict)
+        plan: list[tuple[JobState, list[int]]] = []
+        failed = None
+        for job in admit:
+            gpus = consolidated_place(view, job)
+            if gpus is None:
+                failed = job
+                break
+            view.take(gpus)
+            plan.append((job, gpus))
+        if failed is None:
+            break
+        skip.add(failed.id)
     for job in evict:
         sim.preempt(job)
-    for job in admit:
-        gpus = consolidated_place(sim, job.gpus)
-        assert gpus is not None
+    for job, gpus in plan:
         sim.start(job, gpus)
 
 
@@ -172,9 +339,12 @@ class _Base:
     def _place(self, job: JobState) -> list[int] | None:
         sim = self.sim
         assert sim is not None
+        if job.gpus > sim.free_count:
+            return None
+        view = FreeView(sim)
         if self.placement == "yarn":
-            return yarn_place(sim, job.gpus)
-        return consolidated_place(sim, job.gpus)
+            return yarn_place(view, job)
+        return consolidated_place(view, job)
 
 
 # ---------------------------------------------------------------------------------------- fifo / fjf

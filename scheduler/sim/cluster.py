@@ -225,6 +225,7 @@ class SimCluster:
             elif role == 2:
                 self.pod_links.setdefault(owner, []).append(key)  # type: ignore[arg-type]
         self.max_gpus_per_node = max((len(g) for g in self.node_gpus), default=0)
+        self._leaves: tuple[tuple[int, ...], ...] | None = None
 
     @classmethod
     def from_inventory(
@@ -270,9 +271,15 @@ class SimCluster:
             level = max(level, self.topology.group_level(gs[0], g))
         return level
 
+    def leaves(self) -> tuple[tuple[int, ...], ...]:
+        """Node indexes per leaf, leaves and nodes in inventory order (Tiresias' switches); built once."""
+        if self._leaves is None:
+            order: dict[int, list[int]] = {}
+            for i in range(self.n_nodes):
+                order.setdefault(self.node_group[i], []).append(i)
+            self._leaves = tuple(tuple(v) for v in order.values())
+        return self._leaves
+
     def leaves_in_order(self) -> list[list[int]]:
-        """Node indexes per leaf, leaves and nodes in inventory order (Tiresias' switches)."""
-        order: dict[int, list[int]] = {}
-        for i in range(self.n_nodes):
-            order.setdefault(self.node_group[i], []).append(i)
-        return list(order.values())
+        """`leaves()` as fresh lists (the caller may change them)."""
+        return [list(v) for v in self.leaves()]

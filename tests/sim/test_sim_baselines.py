@@ -137,3 +137,111 @@ def test_job_larger_than_the_cluster_never_runs():
     jobs, r = run("fjf", trace((8, 0, 10), (1, 1, 10)))
     assert r.unfinished == ["j0"]
     assert jobs["j1"].end == 11
+
+
+# ------------------------------------------------------------------ jobs larger than a leaf, gangs
+
+ALL_POLICIES = (
+    "fifo",
+    "fjf",
+    "fifo@count",
+    "fjf@count",
+    "srtf",
+    "tiresias-l",
+    "tiresias-g",
+    "default",
+    "default-blind",
+)
+
+
+@pytest.mark.parametrize("policy", ALL_POLICIES)
+@pytest.mark.parametrize("shape", ["any", "gang"])
+def test_a_job_larger_than_a_leaf_but_not_the_cluster_runs(policy, shape):
+    # 4x4/2: two leaves of 2 nodes x 4 GPUs (8 GPUs a leaf, 16 in all). 12 GPUs fit only across leaves;
+    # alone on the cluster with the network model off it runs its 100 s at once.
+    job = TraceJob(
+        0, "big", 0, 12, 100.0, nodes=3 if shape == "gang" else None, gpus_per_node=4 if shape == "gang" else None
+    )
+    jobs, r = run(policy, Trace("t", "x", (job,)), "4x4/2")
+    assert not r.unfinished
+    assert (jobs["big"].start, jobs["big"].end, jobs["big"].one_leaf) == (0, 100, False)
+
+
+class Recording(Simulator):
+    """The nodes each start used."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.starts = []
+
+    def start(self, job, positions):
+        super().start(job, positions)
+        self.starts.append((job.job.name, sorted({self.cluster.gpu_node[p] for p in positions})))
+
+
+def test_yarn_spreads_a_job_larger_than_a_leaf_over_the_fewest_leaves():
+    # 6x4/2: leaves {0,1} {2,3} {4,5}. j0 (4 GPUs) takes node 0. The 12-GPU job needs 3 whole nodes: the
+    # leaves with most whole free nodes first (leaf 2: nodes 2,3; then leaf 3: node 4), not nodes 1,2,3.
+    t = trace((4, 0, 100), (12, 1, 10))
+    sim = Recording(t, build_cluster(parse_cluster_spec("6x4/2")), make_baseline("fifo"))
+    sim.run()
+    assert sim.starts == [("j0", [0]), ("j1", [2, 3, 4])]
+
+
+def test_yarn_keeps_a_job_that_fits_a_leaf_waiting_for_one():
+    # 4x4/2, leaves {0,1} {2,3}. j0, j1, j2 take nodes 0, 1, 2 (first node with room). At 50 j1 ends:
+    # nodes 1 and 3 are free but under different leaves, so the 8-GPU j3 waits for leaf 1 (nodes 0, 1)
+    # to empty at 100 (Tiresias' YARN-CS: all GPUs of a job under one switch when a switch can hold it).
+    t = trace((4, 0, 100), (4, 0, 50), (4, 0, 200), (8, 1, 10))
+    jobs, _ = run("fifo", t, "4x4/2")
+    assert jobs["j3"].start == 100 and jobs["j3"].one_leaf
+
+
+def test_yarn_places_a_gang_on_the_first_nodes_of_one_leaf():
+    # 4x4/2, leaves {0,1} {2,3}. j0 (3 GPUs) on node 0 leaves 1 free there, so leaf 1 has one node with
+    # 2 free GPUs (node 1): the 2 x 2 gang takes nodes 2 and 3. The same 4 GPUs of any shape fit node 1.
+    t = Trace("t", "x", (TraceJob(0, "j0", 0, 3, 100.0), TraceJob(1, "g", 1, 4, 10.0, nodes=2, gpus_per_node=2)))
+    t2 = Trace("t", "x", (TraceJob(0, "j0", 0, 3, 100.0), TraceJob(1, "g", 1, 4, 10.0)))
+    sim = Recording(t, build_cluster(parse_cluster_spec("4x4/2")), make_baseline("fifo"))
+    sim.run()
+    assert sim.starts[1] == ("g", [2, 3])
+    sim = Recording(t2, build_cluster(parse_cluster_spec("4x4/2")), make_baseline("fifo"))
+    sim.run()
+    assert sim.starts[1] == ("g", [1])
+
+
+def test_counting_does_not_preempt_for_a_gang_that_still_would_not_fit():
+    # srtf on 2x4. j0 and j1 (2 GPUs each) fill node 0, j2 (3 GPUs) takes node 1. At 5 the short 2 x 2
+    # gang j3 comes first by remaining time; counting admits it (4 GPUs) with j0 and j1 and evicts j2,
+    # but then node 1 alone is free: no two nodes with 2 free GPUs each. So nothing is preempted, and j3
+    # starts when j2 ends at 1002 (j0 at 1000 and j1 at 1001 leave node 1 with 1 free GPU only).
+    t = Trace(
+        "t",
+        "x",
+        (
+            TraceJob(0, "j0", 0, 2, 1000.0),
+            TraceJob(1, "j1", 0, 2, 1001.0),
+            TraceJob(2, "j2", 0, 3, 1002.0),
+            TraceJob(3, "j3", 5, 4, 10.0, nodes=2, gpus_per_node=2),
+        ),
+    )
+    jobs, r = run("srtf", t, "2x4")
+    assert r.preemptions == 0
+    assert (jobs["j3"].start, jobs["j3"].end) == (1002, 1012)
+
+
+def test_counting_places_a_gang_on_the_fullest_nodes_that_hold_it():
+    # tiresias-l on 3x4: j0 (1 GPU) on node 0, j1 (2 GPUs) on node 0 too (fullest that holds it): node 0
+    # has 1 free, nodes 1 and 2 have 4. A 2 x 1 gang takes node 0 (1 free) and node 1 (best fit, then order).
+    t = Trace(
+        "t",
+        "x",
+        (
+            TraceJob(0, "j0", 0, 1, 100.0),
+            TraceJob(1, "j1", 0, 2, 100.0),
+            TraceJob(2, "g", 1, 2, 10.0, nodes=2, gpus_per_node=1),
+        ),
+    )
+    sim = Recording(t, build_cluster(parse_cluster_spec("3x4")), make_baseline("tiresias-l"))
+    sim.run()
+    assert sim.starts == [("j0", [0]), ("j1", [0]), ("g", [0, 1])]
