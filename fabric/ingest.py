@@ -289,8 +289,11 @@ def last_seen(cluster_id: int) -> dict[str, float]:
 # `liveness_key`), ingest_batch (the answers it ingested and how far it got, `answers_key`), and nobody else.
 #
 
-LIVENESS_LOCK_S = 60.0  # a poll_cluster (judge and fan-out) takes well under a second; a killed one frees it by then
-INGEST_LOCK_S = 30.0  # a batch takes about a second at 10,000 GPUs; a killed worker's lock lapses by then
+# Both locks are renewed while their holder lives (TaskLock keepalive): the timeout is how long a worker killed
+# mid-run holds telemetry back, not a bound on a run (a batch takes about a second at 10,000 GPUs, longer on a slow
+# database). Before, a 30 s ingest lock left by a killed worker stopped ingest for 28.5 s in the chaos run.
+LIVENESS_LOCK_S = 10.0
+INGEST_LOCK_S = 6.0
 
 
 def liveness_key(cluster_id: int) -> str:
@@ -303,13 +306,13 @@ def answers_key(cluster_id: int) -> str:
 
 def poll_lock(cluster_id: int) -> TaskLock:
     """Held by poll_cluster while it judges and sends a round: one at a time per cluster."""
-    return TaskLock(f"telemetry:{cluster_id}:poll", LIVENESS_LOCK_S)
+    return TaskLock(f"telemetry:{cluster_id}:poll", LIVENESS_LOCK_S, keepalive=True)
 
 
 def ingest_lock(cluster_id: int) -> TaskLock:
     """Held by ingest_batch from its drain until its answers are recorded: while it is held, what was drained is not
     ingested yet, so the liveness check does not take the empty inbox for "ingest has caught up"."""
-    return TaskLock(f"telemetry:{cluster_id}:ingest", INGEST_LOCK_S)
+    return TaskLock(f"telemetry:{cluster_id}:ingest", INGEST_LOCK_S, keepalive=True)
 
 
 def liveness_rules() -> liveness.Rules:
