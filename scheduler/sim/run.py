@@ -28,11 +28,12 @@ from scheduler.sim.report import as_json
 from scheduler.sim.traces import Trace
 from scheduler.sim.traces.gavel import parse_gavel
 from scheduler.sim.traces.pollux import parse_pollux
+from scheduler.sim.traces.slurm import parse_slurm
 from scheduler.sim.traces.tiresias import parse_tiresias
 
 DEFAULT_POLICIES = "fifo,fjf,srtf,tiresias-l,tiresias-g,default"
 FRACTIONAL_KIND = "alibaba"
-JCT_PARSERS = {"tiresias": parse_tiresias, "pollux": parse_pollux, "gavel": parse_gavel}
+JCT_PARSERS = {"tiresias": parse_tiresias, "pollux": parse_pollux, "gavel": parse_gavel, "slurm": parse_slurm}
 SPEC_SYNTAX = "NODESxGPUS[/NODES_PER_LEAF][:OVERSUB] (e.g. 2x4, 16x4/4:2)"
 
 Progress = Callable[[str, int, int], None]
@@ -76,10 +77,12 @@ def _existing_csv(spec: str) -> Path | None:
 
 def guess_kind(name: str) -> str | None:
     """The trace kind a file's name says (`*_job.csv` Tiresias, `*workload-*.csv` Pollux, `*.trace` Gavel,
-    `*pod_list*.csv` Alibaba OpenB), or None."""
+    `*.tsv` a Slurm workload table, `*pod_list*.csv` Alibaba OpenB), or None."""
     n = name.lower()
     if n.endswith(".trace"):
         return "gavel"
+    if n.endswith(".tsv"):
+        return "slurm"
     if not n.endswith(".csv"):
         return None
     if "pod_list" in n:

@@ -102,6 +102,29 @@ def test_pollux_with_network_model_prints_the_blind_ratio():
     assert "default-blind" in text and "topology-blind placement / our placement, average JCT: 1.2" in text
 
 
+def test_slurm_churn_on_its_own_cluster_shape():
+    # 32 nodes x 8 GPUs, leaves of 8 nodes, 2:1 uplinks: the cluster the SOURCES row gives for this table.
+    doc = json.loads(
+        replay(
+            "--trace",
+            "slurm",
+            str(FIXTURES / "slurm_churn_500_seed1.tsv"),
+            "--cluster-spec",
+            "32x8/8:2",
+            "--policy",
+            "fifo,default",
+            "--json",
+            "--no-progress",
+        )
+    )
+    assert doc["cluster"] == "32x8/8:2" and doc["network_model"] == "on" and doc["trace"]["jobs"] == 500
+    by = {r["policy"]: r for r in doc["results"]}
+    assert by["fifo"]["finished"] == by["default"]["finished"] == 500
+    # YARN-CS waits for one leaf for every gang a leaf can hold (2 or 4 nodes of 8): 115 of 115.
+    assert (by["fifo"]["multi_node_jobs"], by["fifo"]["multi_node_in_one_leaf"]) == (115, 115)
+    assert by["default"]["multi_node_jobs"] == 115  # the gangs of several nodes, nothing else spread
+
+
 @pytest.mark.parametrize(
     ("args", "words"),
     [

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.sim.traces import TraceError, load_trace, parse_gavel, parse_pollux, parse_tiresias
+from scheduler.sim.run import guess_kind
+from scheduler.sim.traces import TraceError, load_trace, parse_gavel, parse_pollux, parse_slurm, parse_tiresias
 from scheduler.sim.traces.pollux import APPLICATIONS, job_duration
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -139,3 +140,66 @@ def test_gavel_malformed_line(line, words):
 def test_unknown_kind():
     with pytest.raises(ValueError, match="unknown trace kind 'philly'"):
         load_trace("philly", FIXTURES / "tiresias_60_job.csv")
+
+
+SLURM_HEADER = "idx\tgpus\tnodes\tgpus_per_node\tduration_s\ttimelimit_min"
+
+
+def test_slurm_churn_table():
+    t = load_trace("slurm", FIXTURES / "slurm_churn_500_seed1.tsv")
+    assert t.kind == "slurm" and len(t.jobs) == 500
+    assert [j.name for j in t.jobs] == [str(i) for i in range(500)]  # all at time 0: file order
+    assert all(j.submit_s == 0 and j.est_runtime_s == 120 for j in t.jobs)  # every time limit is 2 min
+    shapes = {}
+    for j in t.jobs:
+        shapes[j.gang] = shapes.get(j.gang, 0) + 1
+    # The shares the SOURCES row gives (1:30 %, 2:20 %, 4:15 %, 8:15 %, 16:12 %, 32:8 %), as drawn.
+    assert shapes == {(1, 1): 141, (1, 2): 94, (1, 4): 79, (1, 8): 71, (2, 8): 71, (4, 8): 44}
+    assert sum(1 for j in t.jobs if j.nodes > 1) == 115
+    j6 = t.jobs[6]
+    assert (j6.gpus, j6.nodes, j6.gpus_per_node, j6.duration_s, j6.topology) == (16, 2, 8, 17, "prefer-leaf")
+    assert 5 <= min(j.duration_s for j in t.jobs) and max(j.duration_s for j in t.jobs) <= 30
+    # GPU-seconds / 256 GPUs = 260.3 s: the makespan lower bound the SOURCES row quotes as 260 s.
+    assert t.gpu_seconds == 66641 and t.gpu_seconds / 256 == pytest.approx(260.3, abs=0.05)
+    assert any("time 0" in n for n in t.notes) and any("default runtime profile" in n for n in t.notes)
+
+
+@pytest.mark.parametrize(
+    ("row", "words"),
+    [
+        ("1\t16\t2\t4\t10\t2", "gpus 16 is not nodes 2 x gpus_per_node 4"),
+        ("1\t8\t1\t8\t200\t2", "duration_s 200 exceeds the time limit (2 min = 120 s)"),
+        ("1\t8\t1\t8\t20\t0", "timelimit_min 0 is below 1"),
+        ("1\t8\tx\t8\t20\t2", "nodes 'x' is not a number"),
+        ("1\t8\t1\t8\t0\t2", "duration_s '0' must be > 0"),
+        ("0\t1\t1\t1\t5\t2", "idx 0 repeats the job of line 2"),
+        ("1\t8\t1\t8\t20", "5 fields, the header has 6"),
+    ],
+)
+def test_slurm_malformed_row_names_the_line(row, words):
+    text = [SLURM_HEADER, "0\t1\t1\t1\t30\t2", row]
+    with pytest.raises(TraceError) as exc:
+        parse_slurm(text, "jobs.tsv")
+    assert exc.value.line == 3
+    assert str(exc.value).startswith("jobs.tsv:3: ") and words in str(exc.value)
+
+
+def test_slurm_missing_column():
+    with pytest.raises(TraceError, match=r"jobs.tsv:1: header lacks column\(s\) timelimit_min"):
+        parse_slurm(["idx\tgpus\tnodes\tgpus_per_node\tduration_s", "0\t1\t1\t1\t5"], "jobs.tsv")
+
+
+def test_kind_from_the_file_name():
+    assert guess_kind("slurm_churn_500_seed1.tsv") == "slurm" and guess_kind("jobs.tsv") == "slurm"
+    assert guess_kind("tiresias_60_job.csv") == "tiresias" and guess_kind("max_min_fairness.trace") == "gavel"
+
+
+def test_traces_without_a_shape_say_what_is_assumed():
+    for kind, name in (
+        ("tiresias", "tiresias_60_job.csv"),
+        ("pollux", "pollux_workload-6.csv"),
+        ("gavel", "gavel_physical_max_min_fairness_head24.trace"),
+    ):
+        t = load_trace(kind, FIXTURES / name)
+        assert all(j.gang is None and j.est_runtime_s is None and j.topology == "prefer-leaf" for j in t.jobs)
+        assert any("no gang shape" in n for n in t.notes), kind

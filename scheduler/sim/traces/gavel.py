@@ -71,7 +71,11 @@ def parse_gavel(lines: Iterable[str], source: str = "gavel trace") -> Trace:
         raise TraceError(source, 0, "no jobs")
     jobs = in_submission_order(raw)
     note = "durations derived: total_steps x ideal step time (per-V100 throughputs in scheduler.sim.runtime)"
-    return Trace("gavel", source, jobs, (note,))
+    shape = (
+        "no gang shape in the trace (scale_factor = GPUs only): any split over nodes, topology prefer-leaf; "
+        "no runtime estimates (the SLO column is -1 in the physical-cluster traces)"
+    )
+    return Trace("gavel", source, jobs, (note, shape))
 
 
 def load_gavel(path: str | Path) -> Trace:

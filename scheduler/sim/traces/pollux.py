@@ -89,7 +89,11 @@ def parse_pollux(lines: Iterable[str], source: str = "pollux workload") -> Trace
         "durations derived: epochs x dataset / batch steps at the ideal step time of the reference cluster "
         "(per-GPU throughputs in scheduler.sim.runtime, calibrated to the artifact's Tiresias JCT floors)"
     )
-    return Trace("pollux", source, jobs, (note,))
+    shape = (
+        "no gang shape in the workload (num_replicas only; Pollux's simulator spreads replicas over nodes freely): "
+        "any split over nodes, topology prefer-leaf; no runtime estimates"
+    )
+    return Trace("pollux", source, jobs, (note, shape))
 
 
 def load_pollux(path: str | Path) -> Trace:

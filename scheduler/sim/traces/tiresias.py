@@ -41,7 +41,10 @@ def parse_tiresias(lines: Iterable[str], source: str = "tiresias trace") -> Trac
     if not jobs:
         raise TraceError(source, 0, "no jobs")
     out = in_submission_order(jobs)
-    notes = ["durations as given by the trace (run time on an ideal placement)"]
+    notes = [
+        "durations as given by the trace (run time on an ideal placement)",
+        "no gang shape in the trace (num_gpu only): any split over nodes, topology prefer-leaf; no runtime estimates",
+    ]
     if unknown:
         notes.append(f"models {', '.join(sorted(unknown))} are not in the runtime profiles: ResNet-50-like default")
     return Trace("tiresias", source, out, tuple(notes))
