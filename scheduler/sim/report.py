@@ -28,6 +28,11 @@ def _cell(value: Any, width: int, fmt: str) -> str:
     return f"{value:>{width}{fmt}}"
 
 
+def leaf_count(r: ReplayResult) -> str:
+    """`inside one leaf / ran on several nodes`, e.g. `75/115`; `-` when no job ran on several nodes."""
+    return f"{r.multi_node_one_leaf}/{r.multi_node_jobs}" if r.multi_node_jobs else "-"
+
+
 def ratios(results: list[ReplayResult], base: str = "default") -> dict[str, float]:
     """avg JCT of each other policy / avg JCT of `base` (> 1: `base` is that many times faster)."""
     by = {r.policy: r for r in results}
@@ -48,12 +53,13 @@ def format_table(trace: Trace, results: list[ReplayResult]) -> str:
     lines = [
         f"trace {trace.kind} {trace.source}: {len(trace.jobs)} jobs, {trace.gpu_seconds / 3600:.1f} GPU-hours; "
         f"cluster {r0.cluster} ({r0.n_gpus} GPUs); network model {'on' if r0.network else 'off'}",
-        f"{'policy':<16}" + "".join(f"{h:>{w}}" for h, _k, w, _f in COLUMNS),
+        f"{'policy':<16}" + "".join(f"{h:>{w}}" for h, _k, w, _f in COLUMNS) + f"{'multi-node 1 leaf':>18}",
     ]
     for r in results:
         row = f"{r.policy:<16}"
         for _h, key, w, fmt in COLUMNS:
             row += _cell(getattr(r, key), w, fmt)
+        row += f"{leaf_count(r):>18}"
         if r.unfinished:
             row += f"  ({len(r.unfinished)} never finished)"
         lines.append(row)

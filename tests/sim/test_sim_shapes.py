@@ -6,6 +6,7 @@ import pytest
 import scheduler.sim.engine_policy as engine_policy
 from scheduler.core import schedule as real_schedule
 from scheduler.sim import build_cluster, parse_cluster_spec, replay
+from scheduler.sim.report import format_table
 from scheduler.sim.simulator import PENDING, SimError, Simulator
 from scheduler.sim.traces.base import Trace, TraceJob
 
@@ -107,3 +108,10 @@ def test_multi_node_jobs_are_counted_with_their_leaf():
     r = replay(t, build_cluster(parse_cluster_spec("4x4/1")), ["fifo@count"])[0]
     assert (r.multi_node_jobs, r.multi_node_one_leaf) == (2, 0)
     assert r.summary()["multi_node_jobs"] == 2 and r.summary()["multi_node_in_one_leaf"] == 0
+
+
+def test_the_table_counts_multi_node_jobs_in_one_leaf():
+    t = Trace("t", "x", (gang(0, 2, 4), gang(1, 2, 4)))
+    r = replay(t, build_cluster(parse_cluster_spec("4x4/2")), ["fifo"])[0]  # YARN: one leaf each
+    header, row = format_table(t, [r]).splitlines()[1:3]
+    assert header.endswith("multi-node 1 leaf") and row.endswith(" 2/2")

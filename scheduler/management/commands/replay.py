@@ -15,6 +15,12 @@ NVLink island / one leaf, preemptions and migrations (docs/policy-lab.md).
 SPEC: `NODESxGPUS[/NODES_PER_LEAF][:OVERSUB]`, a Tiresias cluster-spec CSV (`n32g4.csv`), or the name of a
 cluster in the database (its inventory, through the production adapter). This command is the adapter:
 everything it runs lives in the pure `scheduler.sim` package.
+
+    python manage.py replay --suite [--json suite.json] [--suite-cases tiresias-2x4,slurm-churn]
+
+`--suite` runs every shipped trace under every policy (`scheduler.sim.suite`) and prints one table with the
+ratios to each trace's peer; the trace files are looked up in `--traces-dir` (repeatable), else in
+settings.WHATIF_TRACE_DIRS.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from scheduler.sim.cluster import SimCluster
 from scheduler.sim.engine_policy import DEFAULT_ROUND_S
 from scheduler.sim.report import format_table
 from scheduler.sim.run import DEFAULT_POLICIES, UnknownCluster, resolve_cluster, run_fractional_file, run_jct
+from scheduler.sim.suite import CASE_KEYS
 from scheduler.sim.traces import KINDS
 
 
@@ -79,8 +86,18 @@ class Command(BaseCommand):
             "--trace",
             nargs=2,
             metavar=("KIND", "PATH"),
-            required=True,
+            default=None,
             help=f"trace kind ({', '.join(KINDS)}) and file",
+        )
+        parser.add_argument("--suite", action="store_true", help="every shipped trace under every policy, one table")
+        parser.add_argument(
+            "--suite-cases", default=None, help=f"with --suite: only these cases ({', '.join(CASE_KEYS)})"
+        )
+        parser.add_argument(
+            "--traces-dir",
+            action="append",
+            default=None,
+            help="with --suite: a folder holding the trace files (repeatable; default settings.WHATIF_TRACE_DIRS)",
         )
         parser.add_argument(
             "--cluster-spec",
@@ -94,7 +111,14 @@ class Command(BaseCommand):
             default="on",
             help="on: placement-dependent progress and checkpoint costs; off: Tiresias' assumptions",
         )
-        parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
+        parser.add_argument(
+            "--json",
+            nargs="?",
+            const="-",
+            default=None,
+            metavar="FILE",
+            help="JSON instead of the table: on stdout, or written to FILE (then the table is printed too)",
+        )
         parser.add_argument("--jobs", action="store_true", help="with --json: per-job records and utilisation series")
         parser.add_argument("--plot", metavar="DIR", default=None, help="write jct_cdf.png and utilisation.png here")
         parser.add_argument(
@@ -110,6 +134,10 @@ class Command(BaseCommand):
         parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     def handle(self, **o):
+        if o["suite"]:
+            return self._suite(o)
+        if not o["trace"]:
+            raise CommandError("--trace KIND PATH is required (or --suite)")
         kind, path = o["trace"]
         if kind not in KINDS:
             raise CommandError(f"unknown trace kind {kind!r}; known: {', '.join(KINDS)}")
@@ -151,8 +179,9 @@ class Command(BaseCommand):
             title = f"{trace.kind} on {cluster.label}, network model {o['network_model']}"
             plots = [str(p) for p in write_plots(results, o["plot"], title)]
         if o["json"]:
-            self.stdout.write(json.dumps(run.as_json(with_jobs=o["jobs"], plots=plots), indent=2))
-            return
+            doc = run.as_json(with_jobs=o["jobs"], plots=plots)
+            if self._write_json(o["json"], doc):
+                return
         self.stdout.write(format_table(trace, results))
         self.stdout.write(f"replayed {len(results)} policies in {run.wall_s:.1f} s")
         for p in plots:
@@ -181,7 +210,52 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         finally:
             progress.close()
-        if o["json"]:
-            self.stdout.write(json.dumps(result, indent=2))
-        else:
-            self.stdout.write(format_fractional(result))
+        if o["json"] and self._write_json(o["json"], result):
+            return
+        self.stdout.write(format_fractional(result))
+
+    def _write_json(self, target: str, doc: dict) -> bool:
+        """JSON on stdout (target "-": True, nothing else to print) or into a file (False: print the table too)."""
+        text = json.dumps(doc, indent=2)
+        if target == "-":
+            self.stdout.write(text)
+            return True
+        try:
+            Path(target).write_text(text + "\n")
+        except OSError as exc:
+            raise CommandError(f"cannot write --json {target}: {exc}") from exc
+        self.stderr.write(f"wrote {target}")
+        return False
+
+    def _suite(self, o: dict) -> None:
+        from django.conf import settings
+
+        from scheduler.sim.suite import find_in, format_suite, run_suite, select_cases
+
+        if o["trace"]:
+            raise CommandError("--suite runs the shipped traces; it takes no --trace")
+        try:
+            cases = select_cases(o["suite_cases"])
+        except ValueError as exc:
+            raise CommandError(str(exc)) from exc
+        dirs = o["traces_dir"] or list(settings.WHATIF_TRACE_DIRS)
+        show = not o["no_progress"]
+        state = {"last": None}
+
+        def progress(case: str, policy: str, done: int, total: int) -> None:
+            if show and (case, policy) != state["last"]:
+                state["last"] = (case, policy)
+                self.stderr.write(f"suite: {case}: {policy} ...")
+
+        result = run_suite(
+            lambda name: find_in(name, dirs),
+            cases,
+            round_s=o["round_s"],
+            seed=o["seed"],
+            limit=o["limit"],
+            progress=progress,
+        )
+        result["trace_dirs"] = [str(d) for d in dirs]
+        if o["json"] and self._write_json(o["json"], result):
+            return
+        self.stdout.write(format_suite(result))
