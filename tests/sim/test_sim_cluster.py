@@ -114,3 +114,15 @@ def test_partial_last_leaf_has_uplinks_for_its_hosts():
 def test_pcie_gpus_are_single_islands():
     c = build_cluster(parse_cluster_spec("2x4", gpu_model="L4"))
     assert c.level_of(c.node_gpus[0][:2]) == 1  # same node, two islands
+
+
+def test_the_slurm_churn_cluster():
+    # 32 nodes x 8 GPUs, 4 leaves of 8 nodes, 2:1: each leaf has 8 x 100 Gb/s of hosts and half that,
+    # 400 Gb/s = 50 GB/s, of uplinks; nodes 0-7 under the first leaf, 8-15 under the second, ...
+    c = build_cluster(parse_cluster_spec("32x8/8:2"))
+    assert (c.n_nodes, c.n_gpus, c.label) == (32, 256, "32x8/8:2")
+    assert c.leaves_in_order() == [list(range(k * 8, k * 8 + 8)) for k in range(4)]
+    assert c.leaves() == tuple(tuple(leaf) for leaf in c.leaves_in_order())
+    assert all(c.group_uplink_gbs[c.node_group[k * 8]] == pytest.approx(50.0) for k in range(4))
+    assert c.level_of(c.node_gpus[0] + c.node_gpus[7]) == LEVEL_LEAF_GROUP
+    assert c.level_of(c.node_gpus[7] + c.node_gpus[8]) > LEVEL_LEAF_GROUP
