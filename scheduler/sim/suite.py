@@ -24,6 +24,9 @@ For each metric the result also names the best baseline *without an oracle* (fif
 tiresias-g; srtf knows every remaining time, default-blind is our own engine; best-fit and fgd for
 Alibaba) and default's ratio to it: where the default policy stands.
 
+`VARIATIONS` are churn tables drawn with the harness's rules (`churn_table`: seeds 2 and 3, 4:1 uplinks, 2,000
+jobs on 128 nodes in 8 leaves); they are not shipped files and run only when asked (`variations`).
+
 Every policy is replayed on its own and timed (`wall_s` per case and per policy): the cost of each part.
 """
 
@@ -43,6 +46,7 @@ from scheduler.sim.metrics import ReplayResult
 from scheduler.sim.policies import POLICY_NAMES
 from scheduler.sim.report import leaf_count
 from scheduler.sim.traces import Trace, load_trace
+from scheduler.sim.traces.slurm import churn_table, parse_slurm
 
 BOUND = "bound"
 ORACLES = ("srtf",)  # knows every job's remaining time
@@ -67,6 +71,7 @@ class Case:
     cluster: str | None  # NODESxGPUS[/NODES_PER_LEAF][:OVERSUB]; None: the trace's own nodes (Alibaba)
     network: bool
     metrics: tuple[Metric, ...] = field(default=())
+    generate: tuple[int, int] | None = None  # (jobs, seed): a churn table drawn like the shipped one, no file
 
 
 JCT = (Metric("avg_jct", "tiresias-l"),)
@@ -100,7 +105,17 @@ CASES: tuple[Case, ...] = (
         (Metric("unallocated", "fgd"), Metric("first_failure", "best-fit")),
     ),
 )
+CHURN_METRICS = next(c.metrics for c in CASES if c.key == "slurm-churn")
+# Variations of the churn, drawn by `churn_table` (not shipped files; not in the default run): a policy tuned
+# to one file is not a policy. `--suite-cases variations` runs them all.
+VARIATIONS: tuple[Case, ...] = (
+    Case("churn-seed2", "Slurm churn seed 2", "slurm", "", "32x8/8:2", True, CHURN_METRICS, (500, 2)),
+    Case("churn-seed3", "Slurm churn seed 3", "slurm", "", "32x8/8:2", True, CHURN_METRICS, (500, 3)),
+    Case("churn-4to1", "Slurm churn 4:1", "slurm", "", "32x8/8:4", True, CHURN_METRICS, (500, 1)),
+    Case("churn-128", "Slurm churn 2000", "slurm", "", "128x8/16:2", True, CHURN_METRICS, (2000, 1)),
+)
 CASE_KEYS = tuple(c.key for c in CASES)
+ALL_KEYS = CASE_KEYS + tuple(c.key for c in VARIATIONS)
 
 LABELS = {
     "avg_jct": "avg JCT s",
@@ -124,14 +139,24 @@ def find_in(name: str, dirs: Iterable[str | Path]) -> Path | None:
 
 
 def select_cases(keys: str | None) -> tuple[Case, ...]:
-    """All cases, or those named (comma-separated keys); ValueError lists the known keys."""
+    """The shipped cases, or those named (comma-separated keys; `variations` = every variation, `all` = both);
+    ValueError lists the known keys."""
     if not keys:
         return CASES
-    wanted = [k.strip() for k in keys.split(",") if k.strip()]
-    unknown = [k for k in wanted if k not in CASE_KEYS]
+    wanted: list[str] = []
+    for k in (k.strip() for k in keys.split(",")):
+        if k == "all":
+            wanted += ALL_KEYS
+        elif k == "variations":
+            wanted += [c.key for c in VARIATIONS]
+        elif k:
+            wanted.append(k)
+    unknown = [k for k in wanted if k not in ALL_KEYS]
     if unknown or not wanted:
-        raise ValueError(f"unknown suite case(s) {', '.join(unknown) or '(none)'}; known: {', '.join(CASE_KEYS)}")
-    return tuple(c for c in CASES if c.key in wanted)
+        raise ValueError(
+            f"unknown suite case(s) {', '.join(unknown) or '(none)'}; known: {', '.join(ALL_KEYS)}, variations, all"
+        )
+    return tuple(c for c in CASES + VARIATIONS if c.key in wanted)
 
 
 # ---------------------------------------------------------------------------------------- bounds
@@ -165,6 +190,9 @@ def run_suite(
     t0 = time.perf_counter()
     out: dict[str, Any] = {"cases": [], "limit": limit, "round_s": round_s, "seed": seed}
     for case in cases:
+        if case.generate is not None:
+            out["cases"].append(_run_jct(case, None, jct_policies, round_s, seed, limit, progress))
+            continue
         path = locate(case.file)
         if path is None:
             out["cases"].append(_head(case, None) | {"skipped": f"{case.file} not found in the trace folders"})
@@ -182,7 +210,8 @@ def _head(case: Case, path: Path | None) -> dict[str, Any]:
         "key": case.key,
         "title": case.title,
         "kind": case.kind,
-        "file": case.file,
+        "file": case.file or None,
+        "generated": {"jobs": case.generate[0], "seed": case.generate[1]} if case.generate else None,
         "path": str(path) if path is not None else None,
         "cluster": case.cluster,
         "network_model": None if case.kind == "alibaba" else ("on" if case.network else "off"),
@@ -191,7 +220,7 @@ def _head(case: Case, path: Path | None) -> dict[str, Any]:
 
 def _run_jct(
     case: Case,
-    path: Path,
+    path: Path | None,
     policies: Sequence[str],
     round_s: float,
     seed: int,
@@ -199,7 +228,12 @@ def _run_jct(
     progress: Progress | None,
 ) -> dict[str, Any]:
     t0 = time.perf_counter()
-    trace = load_trace(case.kind, path)
+    if case.generate is not None:
+        jobs, draw = case.generate
+        trace = parse_slurm(churn_table(jobs, seed=draw), f"churn_table({jobs}, seed={draw})")
+    else:
+        assert path is not None
+        trace = load_trace(case.kind, path)
     if limit:
         trace = trace.head(limit)
     assert case.cluster is not None
@@ -347,7 +381,8 @@ def format_suite(result: dict[str, Any]) -> str:
         "lower is better, except for multi-node jobs inside one leaf and the arrival level of the first failure."
         + (f" LIMITED to the first {limit} jobs/pods of each trace." if limit else "")
     )
-    label_w, metric_w = 30, 24
+    label_w = 2 + max([len("trace / cluster / network")] + [len(_case_label(c)) for c in result["cases"]])
+    metric_w = 24
     header_for: tuple[str, ...] | None = None
     for c in result["cases"]:
         if c.get("skipped"):

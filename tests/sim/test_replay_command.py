@@ -1,8 +1,8 @@
 """`manage.py replay` end to end (call_command). Needs Django: run through scripts/with_services.py."""
 
 import json
-import re
 import os
+import re
 from io import StringIO
 from pathlib import Path
 

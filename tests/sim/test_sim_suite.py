@@ -4,7 +4,18 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.sim.suite import CASES, Case, Metric, _metric, find_in, format_suite, jct_bounds, run_suite, select_cases
+from scheduler.sim.suite import (
+    CASES,
+    VARIATIONS,
+    Case,
+    Metric,
+    _metric,
+    find_in,
+    format_suite,
+    jct_bounds,
+    run_suite,
+    select_cases,
+)
 from scheduler.sim.traces import load_trace
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -115,3 +126,11 @@ def test_a_case_names_its_peer_per_metric():
 def test_a_policy_that_never_failed_a_pod_is_the_best():
     m = _metric(Metric("first_failure", "best-fit"), {"best-fit": 91.2, "fgd": None}, {}, {}, ["best-fit", "fgd"])
     assert m["best_baseline"] == {"policy": "fgd", "value": None}
+
+
+def test_variations_are_drawn_not_shipped_and_run_only_when_asked():
+    assert not set(VARIATIONS) & set(select_cases(None))
+    assert select_cases("variations") == VARIATIONS and len(select_cases("all")) == len(CASES) + len(VARIATIONS)
+    res = run_suite(lambda name: None, select_cases("churn-seed2"), jct_policies=["fjf"], limit=30)
+    (case,) = res["cases"]
+    assert case["generated"] == {"jobs": 500, "seed": 2} and case["jobs"] == 30 and "skipped" not in case

@@ -7,6 +7,7 @@ import pytest
 from scheduler.sim.run import guess_kind
 from scheduler.sim.traces import TraceError, load_trace, parse_gavel, parse_pollux, parse_slurm, parse_tiresias
 from scheduler.sim.traces.pollux import APPLICATIONS, job_duration
+from scheduler.sim.traces.slurm import churn_table
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 TIRESIAS_HEADER = "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
@@ -203,3 +204,16 @@ def test_traces_without_a_shape_say_what_is_assumed():
         t = load_trace(kind, FIXTURES / name)
         assert all(j.gang is None and j.est_runtime_s is None and j.topology == "prefer-leaf" for j in t.jobs)
         assert any("no gang shape" in n for n in t.notes), kind
+
+
+def test_churn_table_draws_the_shipped_file_byte_for_byte():
+    text = "\n".join(churn_table(500, gpus_per_node=8, seed=1)) + "\n"
+    assert text == (FIXTURES / "slurm_churn_500_seed1.tsv").read_text()
+    shipped = parse_slurm(text.splitlines(), "seed1")
+    other = parse_slurm(churn_table(500, seed=2), "seed2")
+    assert len(other.jobs) == 500 and [j.gpus for j in other.jobs] != [j.gpus for j in shipped.jobs]
+
+
+def test_churn_table_refuses_a_shape_that_is_not_whole_nodes():
+    with pytest.raises(ValueError, match="a 12-GPU job is not a whole number of 8-GPU nodes"):
+        churn_table(50, mix=((12, 1.0),))

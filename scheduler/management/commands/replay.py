@@ -36,7 +36,7 @@ from scheduler.sim.cluster import SimCluster
 from scheduler.sim.engine_policy import DEFAULT_ROUND_S
 from scheduler.sim.report import format_table
 from scheduler.sim.run import DEFAULT_POLICIES, UnknownCluster, resolve_cluster, run_fractional_file, run_jct
-from scheduler.sim.suite import CASE_KEYS
+from scheduler.sim.suite import ALL_KEYS
 from scheduler.sim.traces import KINDS
 
 
@@ -91,7 +91,9 @@ class Command(BaseCommand):
         )
         parser.add_argument("--suite", action="store_true", help="every shipped trace under every policy, one table")
         parser.add_argument(
-            "--suite-cases", default=None, help=f"with --suite: only these cases ({', '.join(CASE_KEYS)})"
+            "--suite-cases",
+            default=None,
+            help=f"with --suite: only these cases ({', '.join(ALL_KEYS)}; or 'variations', 'all')",
         )
         parser.add_argument(
             "--traces-dir",

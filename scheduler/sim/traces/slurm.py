@@ -7,6 +7,10 @@ nodes x gpus_per_node), how long it runs (the batch script sleeps that long) and
 in minutes). The file has no submission times: every job was submitted while the partition was down
 and released at once, so all are submitted at time 0, in file order.
 
+`churn_table(jobs, gpus_per_node, seed)` writes such a table the way the harness does (its SOURCES row gives
+the rules), so variations of the shipped file (other seeds, sizes) can be replayed too; seed 1, 500 jobs
+and 8 GPUs a node give `slurm_churn_500_seed1.tsv` byte for byte.
+
 Replayed as: a gang of exactly `nodes` x `gpus_per_node`; topology `prefer-leaf` (the harness submits no
 `--switches`: Slurm's topology/tree plugin then packs a job under as few leaves as it can, best effort);
 the time limit is the user's runtime estimate (what Slurm's backfill plans with); the duration is the run
@@ -16,6 +20,8 @@ runtime profile (`scheduler.sim.runtime`): what the network model charges a job 
 
 from __future__ import annotations
 
+import math
+import random
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -32,6 +38,35 @@ from scheduler.sim.traces.base import (
 )
 
 REQUIRED = ("idx", "gpus", "nodes", "gpus_per_node", "duration_s", "timelimit_min")
+CHURN_MIX = ((1, 30.0), (2, 20.0), (4, 15.0), (8, 15.0), (16, 12.0), (32, 8.0))  # GPUs: weight
+CHURN_DURATION_S = (5, 30)
+
+
+def churn_table(
+    jobs: int,
+    gpus_per_node: int = 8,
+    seed: int = 1,
+    mix: tuple[tuple[int, float], ...] = CHURN_MIX,
+    duration_s: tuple[int, int] = CHURN_DURATION_S,
+) -> list[str]:
+    """The lines of a churn table (header first), drawn as the Slurm harness draws them: per job, a GPU count
+    from `mix` (`random.Random(seed).choices` by weight; more than a node's GPUs = whole nodes), then a
+    duration uniform in `duration_s` (`randint`), and a time limit of ceil(duration / 60) + 1 minutes."""
+    rng = random.Random(seed)
+    shapes = [g for g, _w in mix]
+    weights = [w for _g, w in mix]
+    lines = ["\t".join(REQUIRED)]
+    for i in range(jobs):
+        g = rng.choices(shapes, weights)[0]
+        if g <= gpus_per_node:
+            n, k = 1, g
+        elif g % gpus_per_node:
+            raise ValueError(f"a {g}-GPU job is not a whole number of {gpus_per_node}-GPU nodes")
+        else:
+            n, k = g // gpus_per_node, gpus_per_node
+        d = rng.randint(*duration_s)
+        lines.append(f"{i}\t{g}\t{n}\t{k}\t{d}\t{math.ceil(d / 60) + 1}")
+    return lines
 
 
 def parse_slurm(lines: Iterable[str], source: str = "slurm workload") -> Trace:
