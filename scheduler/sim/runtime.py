@@ -11,17 +11,28 @@ A data-parallel job does, per step, its compute and then a ring all-reduce of it
     compute   = step_compute_s(model, on a V100) * strength(V100) / strength(GPU)
     comm      = 2 (n - 1) / n * S / B  +  2 (n - 1) * alpha[level]         (S = gradient bytes, n ranks)
 
-B, the bottleneck bus bandwidth per rank (GB/s), is the minimum over the job's nodes of
-* inside a node (k > 1 GPUs there): NVLink x efficiency when the k GPUs are one island, else PCIe;
-* between nodes: the node's HCA bandwidth x k/G (its share of the rails) x efficiency; when the ring
-  leaves its leaf it is divided by the leaf's *live* oversubscription and the spine (or core) ECMP factor:
+B is the bus bandwidth of the job's ring (GB/s): what every link of the ring carries while it runs.
+It is the smaller of what the job could use alone and its share of the links it shares with others:
 
-      load(leaf)  = sum over the jobs whose ring leaves the leaf, over their nodes in the leaf, of HCA x k/G
-      oversub     = max(1, load(leaf) / uplink capacity(leaf))           (pods: the same one tier up)
+* alone: inside a node with k > 1 of its GPUs, NVLink x efficiency when they are one island, else PCIe;
+  between nodes, the HCA bandwidth its k GPUs reach (k/G of a rail-optimised node's rails, all of a
+  single-HCA node's HCA) x net_efficiency;
+* shared (only a ring over two or more nodes): the ring is a flow through every HCA it uses and, when it
+  spans leaves, through the uplinks of every leaf it touches (and the pod uplinks one tier up). The
+  launcher orders hosts by name, which follows the cabling, so a ring leaves and enters each leaf once:
+  one flow on the leaf's uplinks however many of its nodes are there. A ring inside one leaf loads no
+  uplink. The rates are the max-min fair share of those resources (progressive filling,
+  `max_min_share`): a ring that needs less than an even share (its HCA is slower, it is limited
+  elsewhere) keeps what it needs and leaves the rest to the others. Capacities: an HCA its data rate x
+  net_efficiency; a leaf's uplinks together the same x spine_factor (core_factor for a pod) once two
+  or more rings share them (static ECMP routing spreads several flows unevenly; one flow alone
+  collides with nobody).
 
-  so a job that crosses a 2:1 leaf alone pays only the ECMP factor, while a leaf full of crossing jobs
-  halves everybody's bandwidth (the "other jobs sharing its links"). Traffic is taken at its nominal
-  demand (all-reduce bursts of neighbouring jobs are assumed to collide), not at the duty cycle.
+So a 2-node job of 8-GPU nodes across two leaves of a 2:1 fabric alone gets the full HCA rate (only the
+extra switch hop's latency is paid), while a leaf whose 8 nodes all run crossing rings gives each
+50 / 8 x 0.96 x 0.9 = 5.4 of its 12 GB/s: a busy 2:1 uplink halves a crossing job's bandwidth. The
+jobs' all-reduces on a shared link are taken to overlap in time ("at that moment": uncoordinated jobs'
+bursts collide, CASSINI's premise); the telemetry's link utilisation is the time average (busbw x duty).
 
 The job's trace duration is its run time on an *ideal* placement (the engine's definition: one NVLink
 island when it fits one, else whole nodes of one leaf, nothing else on the links), so it progresses at
@@ -29,7 +40,7 @@ island when it fits one, else whole nodes of one leaf, nothing else on the links
     rate = ideal_step / step      (<= 1; 1 for a one-GPU job or a model with no gradients)
 
 A compute-only job (one GPU, or `compute-only`) never slows down; AlexNet or VGG (hundreds of MB of
-gradients per tenth of a second of compute) lose half their speed across an oversubscribed spine.
+gradients per tenth of a second of compute) lose a third of their speed through a busy 2:1 leaf.
 
 Preemption and migration cost `checkpoint_s + restart_s` seconds of no progress (the job holds GPUs
 and does no work): checkpoint = base + model state (weights and optimiser, `state_factor` x gradient
@@ -40,10 +51,10 @@ off (Tiresias' assumptions) every rate is 1 and moving is free.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.core.costmodel import intra_node_gbs, network_gbs, ring_allreduce_s, ring_latency_s
+from scheduler.core.costmodel import intra_node_gbs, ring_allreduce_s, ring_latency_s
 from scheduler.core.topology import LEVEL_FABRIC, LEVEL_ISLAND, LEVEL_LEAF_GROUP, LEVEL_NODE, LEVEL_POD_GROUP
 from scheduler.core.types import Config, CostParams
 
@@ -188,8 +199,61 @@ def _ideal_comm(n: int, S: float, G: int, island: int, nv: float, nic: float, P:
     return ring_allreduce_s(n, S, b) + ring_latency_s(n, LEVEL_LEAF_GROUP, P)
 
 
+def max_min_share(
+    capacity: Mapping[Hashable, float], flows: Mapping[int, tuple[float, Sequence[Hashable]]]
+) -> dict[int, float]:
+    """Max-min fair rates of `flows` (id -> (demand cap, resources it crosses)) over resources of the given
+    `capacity` (GB/s), by progressive filling: every unfrozen flow grows at the same pace; a flow stops at
+    its own cap (what it cannot use is left to the others) or when one of its resources is full (then
+    every flow still growing through that resource stops there). A resource missing from `capacity` is
+    unlimited. Deterministic: flows and resources are visited in sorted order."""
+    users: dict[Hashable, list[int]] = {}
+    for fid in sorted(flows):
+        for r in flows[fid][1]:
+            if r in capacity:
+                users.setdefault(r, []).append(fid)
+    resources = sorted(users, key=repr)
+    used = dict.fromkeys(resources, 0.0)
+    alloc: dict[int, float] = {}
+    active = set(flows)
+    while active:
+        fill: dict[Hashable, float] = {}  # the common level at which each resource would be full
+        for r in resources:
+            n = sum(1 for f in users[r] if f in active)
+            if n:
+                fill[r] = max(0.0, capacity[r] - used[r]) / n
+        level = min(min(fill.values(), default=math.inf), min(flows[f][0] for f in active))
+        top = level * (1 + _REL_EPS)
+        frozen = {f for f in active if flows[f][0] <= top}
+        for r, t in fill.items():
+            if t <= top:
+                frozen.update(f for f in users[r] if f in active)
+        for f in sorted(frozen):
+            a = min(flows[f][0], level)
+            alloc[f] = a
+            for r in flows[f][1]:
+                if r in used:
+                    used[r] += a
+        active -= frozen
+    return alloc
+
+
+_REL_EPS = 1e-12  # equal up to rounding: flows reaching a resource's fill level together stop together
+
+
+@dataclass(frozen=True, slots=True)
+class _Ring:
+    """One job's ring as the network sees it: its GPUs per node, the fabric resources it crosses, its
+    bottleneck bus bandwidth once shared (GB/s) and the level its farthest hop reaches."""
+
+    by_node: dict[int, list[int]]
+    resources: tuple[tuple[str, int], ...]
+    busbw: float
+    level: int
+
+
 class RuntimeModel:
-    """Progress rates of the running jobs of one cluster, all at once (they share the leaves' uplinks)."""
+    """Progress rates of the running jobs of one cluster, all at once (they share HCAs and leaf uplinks)."""
 
     def __init__(self, cluster, params: RuntimeParams | None = None) -> None:
         self.c = cluster
@@ -208,6 +272,9 @@ class RuntimeModel:
         self.nvlink = max(cluster.gpu_nvlink, default=0.0)
         self.nominal_nic = max(cluster.node_nic_gbs, default=0.0)
         self._ideal: dict[tuple[int, float, float], float] = {}
+        self._rails = [max(1, len(cluster.host_links.get(ni, ()))) for ni in range(cluster.n_nodes)]
+        self._cache_key: tuple | None = None
+        self._cache: dict[int, _Ring] = {}
 
     # ------------------------------------------------------------------ single job
 
@@ -231,96 +298,132 @@ class RuntimeModel:
             by_node.setdefault(node_of[p], []).append(p)
         return by_node
 
+    def _capacity(self, flows: Mapping[int, tuple[float, tuple[tuple[str, int], ...]]]) -> dict[tuple[str, int], float]:
+        """What each resource the rings cross carries at most, GB/s of ring traffic in one direction (a ring
+        loads both directions of every link it crosses alike, so one stands for both): an HCA its data rate
+        x net_efficiency; a leaf's (pod's) uplinks together the same, less the ECMP loss (spine_factor,
+        core_factor) once two or more rings share them: static routing cannot spread several flows evenly
+        over the uplinks, but one flow alone collides with nobody. A leaf without uplinks (the whole
+        cluster on one switch) limits nothing."""
+        c, P = self.c, self.params.cost
+        count: dict[tuple[str, int], int] = {}
+        for _cap, res in flows.values():
+            for r in res:
+                count[r] = count.get(r, 0) + 1
+        eff = P.net_efficiency
+        cap: dict[tuple[str, int], float] = {}
+        for (kind, owner), k in count.items():
+            if kind == "hca":
+                cap[(kind, owner)] = c.node_nic_gbs[owner] * eff
+                continue
+            gbs = c.group_uplink_gbs.get(owner, 0.0) if kind == "leaf" else c.pod_uplink_gbs.get(owner, 0.0)
+            if gbs > 0:
+                loss = (P.spine_factor if kind == "leaf" else P.core_factor) if k >= 2 else 1.0
+                cap[(kind, owner)] = gbs * eff * loss
+        return cap
+
+    def rail_gbs(self, node: int, k: int) -> float:
+        """Nominal HCA bandwidth k of a node's GPUs can drive, GB/s: NCCL runs a ring per rail and a GPU uses
+        the HCA of its own PCIe switch, so k GPUs reach k/G of a node's rails, but never less than one rail
+        (one HCA for the whole node: every GPU reaches all of it)."""
+        c = self.c
+        G = max(1, len(c.node_gpus[node]))
+        return c.node_nic_gbs[node] * min(1.0, max(k / G, 1.0 / self._rails[node]))
+
     # ------------------------------------------------------------------ all running jobs
+
+    def _rings(self, jobs: Mapping[int, tuple[Work, Sequence[int]]]) -> dict[int, _Ring]:
+        """Every communicating job's ring and its max-min fair share of the HCAs and uplinks it crosses."""
+        key = tuple((jid, jobs[jid][0], tuple(jobs[jid][1])) for jid in sorted(jobs))
+        if key == self._cache_key:
+            return self._cache
+        c, P = self.c, self.params.cost
+        layouts: dict[int, tuple[dict[int, list[int]], int, float]] = {}
+        flows: dict[int, tuple[float, tuple[tuple[str, int], ...]]] = {}
+        for jid in sorted(jobs):
+            work, pos = jobs[jid]
+            if work.gpus <= 1 or work.grad_bytes <= 0 or len(pos) <= 1:
+                continue
+            by_node = self.layout(pos)
+            level = c.level_of(pos)
+            cap = math.inf  # what the job could use with nobody else on its links
+            for ni in sorted(by_node):
+                ps = by_node[ni]
+                if len(ps) > 1:
+                    one = len({c.gpu_island[p] for p in ps}) == 1
+                    cap = min(cap, intra_node_gbs(len(ps), one, c.gpu_nvlink[ps[0]], P))
+            layouts[jid] = (by_node, level, cap)
+            if len(by_node) < 2:
+                continue  # NVLink / PCIe only: nothing shared with other jobs
+            res: list[tuple[str, int]] = []
+            for ni in sorted(by_node):
+                cap = min(cap, self.rail_gbs(ni, len(by_node[ni])) * P.net_efficiency)
+                res.append(("hca", ni))
+            # The ring visits the nodes leaf by leaf (launchers order hosts by name, which follows the
+            # cabling), so it leaves and enters each leaf it touches once: one flow on the leaf's uplinks
+            # however many of its nodes are there. A ring inside one leaf never loads an uplink.
+            if level >= LEVEL_POD_GROUP:
+                res.extend(("leaf", g) for g in sorted({c.node_group[ni] for ni in by_node}))
+                if level >= LEVEL_FABRIC:
+                    res.extend(("pod", p) for p in sorted({c.node_pod[ni] for ni in by_node}))
+            flows[jid] = (cap, tuple(res))
+            layouts[jid] = (by_node, level, cap)
+        share = max_min_share(self._capacity(flows), flows)
+        rings: dict[int, _Ring] = {}
+        for jid, (by_node, level, cap) in layouts.items():
+            res = flows[jid][1] if jid in flows else ()
+            rings[jid] = _Ring(by_node, res, share.get(jid, cap), level)
+        self._cache_key, self._cache = key, rings
+        return rings
 
     def rates(self, jobs: Mapping[int, tuple[Work, Sequence[int]]]) -> dict[int, tuple[float, float]]:
         """job id -> (rate, duty) for every job: rate = ideal / actual step, duty = the share of a step spent
         in the all-reduce (what its links carry, for the engine's telemetry)."""
-        c, P = self.c, self.params.cost
-        G_of = [len(g) for g in c.node_gpus]
-        geo: dict[int, tuple[dict[int, list[int]], int]] = {}
-        group_load: dict[int, float] = {}
-        pod_load: dict[int, float] = {}
-        for jid, (work, pos) in jobs.items():
-            by_node = self.layout(pos)
-            level = c.level_of(pos) if work.gpus > 1 else LEVEL_ISLAND
-            geo[jid] = (by_node, level)
-            if level >= LEVEL_POD_GROUP and work.grad_bytes > 0:
-                for ni, ps in by_node.items():
-                    d = c.node_nic_gbs[ni] * min(1.0, len(ps) / max(1, G_of[ni]))
-                    g = c.node_group[ni]
-                    group_load[g] = group_load.get(g, 0.0) + d
-                    if level >= LEVEL_FABRIC:
-                        pod = c.node_pod[ni]
-                        pod_load[pod] = pod_load.get(pod, 0.0) + d
+        P = self.params.cost
+        rings = self._rings(jobs)
         out: dict[int, tuple[float, float]] = {}
-        for jid, (work, _pos) in jobs.items():
-            n = work.gpus
-            comp = self.compute_s(work)
-            if n <= 1 or work.grad_bytes <= 0:
-                out[jid] = (1.0, 0.0)
+        for jid in jobs:
+            work = jobs[jid][0]
+            ring = rings.get(jid)
+            if ring is None:
+                out[jid] = (1.0, 0.0)  # one GPU or no gradients: nothing to exchange
                 continue
-            by_node, level = geo[jid]
-            bw = math.inf
-            for ni, ps in by_node.items():
-                k = len(ps)
-                if k > 1:
-                    one = len({c.gpu_island[p] for p in ps}) == 1
-                    b = intra_node_gbs(k, one, c.gpu_nvlink[ps[0]], P)
-                    bw = min(bw, b)
-                if len(by_node) > 1:
-                    g = c.node_group[ni]
-                    cap = c.group_uplink_gbs.get(g, 0.0)
-                    g_over = max(1.0, group_load.get(g, 0.0) / cap) if cap > 0 else 1.0
-                    pod = c.node_pod[ni]
-                    pcap = c.pod_uplink_gbs.get(pod, 0.0)
-                    p_over = max(1.0, pod_load.get(pod, 0.0) / pcap) if pcap > 0 else 1.0
-                    b = network_gbs(c.node_nic_gbs[ni], k, max(1, G_of[ni]), level, g_over, p_over, P)
-                    bw = min(bw, b)
-            lat_level = LEVEL_ISLAND if level == 0 else level
-            comm = ring_allreduce_s(n, work.grad_bytes, bw) + ring_latency_s(n, lat_level, P)
-            step = comp + comm
+            n = work.gpus
+            lat_level = LEVEL_ISLAND if ring.level == 0 else ring.level
+            comm = ring_allreduce_s(n, work.grad_bytes, ring.busbw) + ring_latency_s(n, lat_level, P)
+            step = self.compute_s(work) + comm
             out[jid] = (min(1.0, self.ideal_step(work) / step), comm / step if step > 0 else 0.0)
         return out
+
+    def busbw(self, jobs: Mapping[int, tuple[Work, Sequence[int]]]) -> dict[int, float]:
+        """job id -> the bus bandwidth its ring gets (GB/s) for every communicating job (tests, reports)."""
+        return {jid: r.busbw for jid, r in self._rings(jobs).items()}
 
     def link_utilisation(
         self, jobs: Mapping[int, tuple[Work, Sequence[int]]], rates: Mapping[int, tuple[float, float]]
     ) -> dict[str, float]:
-        """Per fabric link, the utilisation the engine's telemetry would report: the all-reduce traffic of
-        the jobs through it (their HCA share x duty cycle), over the link's capacity."""
+        """Per fabric link, the utilisation the engine's telemetry would report (a counter averages over
+        seconds, many steps): the ring traffic through it (its bus bandwidth x duty cycle) over the
+        link's capacity. A ring in one node loads no fabric link."""
         c = self.c
-        host: dict[int, float] = {}
-        group: dict[int, float] = {}
-        pod: dict[int, float] = {}
-        for jid, (_work, pos) in jobs.items():
+        rings = self._rings(jobs)
+        traffic: dict[tuple[str, int], float] = {}
+        for jid in sorted(rings):
+            ring = rings[jid]
             duty = rates.get(jid, (1.0, 0.0))[1]
-            if duty <= 0:
+            if duty <= 0 or not ring.resources:
                 continue
-            by_node = self.layout(pos)
-            if len(by_node) < 2:
-                continue
-            level = c.level_of(pos)
-            for ni, ps in by_node.items():
-                share = min(1.0, len(ps) / max(1, len(c.node_gpus[ni]))) * duty
-                host[ni] = host.get(ni, 0.0) + share
-                if level >= LEVEL_POD_GROUP:
-                    d = c.node_nic_gbs[ni] * share
-                    g = c.node_group[ni]
-                    group[g] = group.get(g, 0.0) + d
-                    if level >= LEVEL_FABRIC:
-                        pod[c.node_pod[ni]] = pod.get(c.node_pod[ni], 0.0) + d
+            for r in ring.resources:
+                traffic[r] = traffic.get(r, 0.0) + ring.busbw * duty
         util: dict[str, float] = {}
-        for ni, u in host.items():
-            for key in c.host_links.get(ni, ()):
-                util[key] = min(1.0, u)
-        for g, load in group.items():
-            cap = c.group_uplink_gbs.get(g, 0.0)
+        for (kind, owner), load in sorted(traffic.items()):
+            if kind == "hca":
+                cap, keys = c.node_nic_gbs[owner], c.host_links.get(owner, ())
+            elif kind == "leaf":
+                cap, keys = c.group_uplink_gbs.get(owner, 0.0), c.group_links.get(owner, ())
+            else:
+                cap, keys = c.pod_uplink_gbs.get(owner, 0.0), c.pod_links.get(owner, ())
             if cap > 0:
-                for key in c.group_links.get(g, ()):
-                    util[key] = min(1.0, load / cap)
-        for p, load in pod.items():
-            cap = c.pod_uplink_gbs.get(p, 0.0)
-            if cap > 0:
-                for key in c.pod_links.get(p, ()):
-                    util[key] = min(1.0, load / cap)
+                for k in keys:
+                    util[k] = min(1.0, load / cap)
         return util

@@ -2,7 +2,7 @@
 
 import pytest
 
-from fabric.topology.types import Fabric
+from fabric.topology.types import Fabric, THost, TLink, TSwitch
 from scheduler.core.types import GpuState, NodeState
 from scheduler.sim.cluster import SimCluster, build_cluster, parse_cluster_spec
 from scheduler.sim.runtime import (
@@ -88,14 +88,25 @@ def test_same_leaf_beats_cross_spine(tree):
     assert same > cross
 
 
-def test_ranks_per_node_matter(tree):
-    """NCCL runs a ring per rail: 4+4 over two nodes beats 4+2+2 over three (the 2-GPU node has half the rails)."""
-    c, m = tree
-    leaf = c.leaves_in_order()[0]
-    balanced = gpus_on(c, leaf[:2])
-    ragged = c.node_gpus[leaf[0]] + c.node_gpus[leaf[1]][:2] + c.node_gpus[leaf[2]][:2]
-    r = m.rates({1: (work("vgg16", 8), balanced), 2: (work("vgg16", 8), ragged)})
-    assert r[2][0] < r[1][0]
+def test_ranks_per_node_matter_on_rail_optimised_nodes():
+    """NCCL runs a ring per rail and a GPU drives the HCA of its PCIe switch: on nodes of 8 GPUs with 4 EDR
+    rails (4 x 12.5 = 50 GB/s), a ring with 8 GPUs on each of 2 nodes reaches all 4 rails (50 x 0.96 =
+    48 GB/s) but one with 2 GPUs on a node reaches 1 rail there (12.5 x 0.96 = 12 GB/s)."""
+    switches = [TSwitch("L", "L", "leaf")]
+    hosts, links, nodes = [], [], []
+    for i in range(3):
+        host = f"n{i}"
+        hosts.append(THost(host))
+        links += [TLink(f"{host}-L-{r}", host, "L", 100.0, a_port=r + 1, b_port=4 * i + r + 1) for r in range(4)]
+        gpus = tuple(GpuState(8 * i + g + 1, g, "V100", 32768, nvlink_gbps=300.0) for g in range(8))
+        nodes.append(NodeState(host, gpus=gpus, nvlink_islands=(tuple(range(8)),), hca_gbps=400.0))
+    c = SimCluster.from_inventory(Fabric(switches=switches, hosts=hosts, links=links), nodes)
+    m = RuntimeModel(c)
+    w = Work(16, 0.1, 100e6)
+    assert c.node_nic_gbs[0] == pytest.approx(50.0)
+    assert m.busbw({1: (w, c.node_gpus[0] + c.node_gpus[1])})[1] == pytest.approx(48.0)
+    ragged = c.node_gpus[0] + c.node_gpus[1][:6] + c.node_gpus[2][:2]
+    assert m.busbw({1: (w, ragged)})[1] == pytest.approx(12.0)
 
 
 def test_nvlink_island_beats_spanning_islands():
