@@ -50,6 +50,7 @@ off (Tiresias' assumptions) every rate is 1 and moving is free.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -64,60 +65,216 @@ MB = 1e6
 
 @dataclass(frozen=True, slots=True)
 class ModelProfile:
-    """Compute and communication of one model. `params_m`: millions of fp32 parameters (gradient bytes =
-    4 x params). Fixed-batch models give `step_compute_s` (one step on a V100 at the trace's batch);
-    Pollux applications give `samples_per_s` (per V100) and the step follows the job's local batch."""
+    """Compute and communication of one model, every number from a published source (docs/policy-lab.md,
+    "Model profiles", cites each). `params_m`: millions of fp32 parameters (gradient bytes = 4 x params,
+    all-reduced every step). Compute on the reference GPU (a V100), either one number for the trace's
+    fixed batch (`step_compute_s`) or measured points (local batch, seconds) interpolated linearly
+    (`batch_steps`); past `max_local_batch` a step accumulates gradients over several micro-batches, the
+    Pollux artifact's rule (`simulator/applications.py`)."""
 
     name: str
     params_m: float
     step_compute_s: float | None = None
-    samples_per_s: float | None = None
+    batch_steps: tuple[tuple[int, float], ...] = ()
+    max_local_batch: int | None = None
     note: str = ""
 
     @property
     def grad_bytes(self) -> float:
         return self.params_m * 4 * MB
 
+    @property
+    def samples_per_s(self) -> float | None:
+        """Throughput at the largest measured batch (None for a fixed-batch profile)."""
+        if not self.batch_steps:
+            return None
+        b, t = self.batch_steps[-1]
+        return b / t
+
     def compute_s(self, local_batch: float | None = None) -> float:
-        if self.samples_per_s is not None and local_batch:
-            return local_batch / self.samples_per_s
-        return self.step_compute_s if self.step_compute_s is not None else 0.1
+        """Seconds of compute of one step at `local_batch` samples per GPU (the profile's own batch if None)."""
+        if not self.batch_steps:
+            return self.step_compute_s if self.step_compute_s is not None else _DEFAULT_STEP_S
+        if local_batch is None:
+            return self.batch_steps[-1][1]
+        cap = self.max_local_batch or self.batch_steps[-1][0]
+        if local_batch > cap:  # gradient accumulation: accum + 1 micro-batches of `atomic` samples
+            micro = math.ceil(local_batch / cap - 1e-8)
+            return micro * self._interpolate(math.ceil(local_batch / micro - 1e-8))
+        return self._interpolate(local_batch)
+
+    def _interpolate(self, b: float) -> float:
+        pts = self.batch_steps
+        if b <= pts[0][0]:
+            return pts[0][1]  # below the smallest measured batch: no faster than it (fixed per-step costs)
+        for (b0, t0), (b1, t1) in itertools.pairwise(pts):
+            if b <= b1:
+                return t0 + (t1 - t0) * (b - b0) / (b1 - b0)
+        b1, t1 = pts[-1]
+        return t1 * b / b1  # past the last point (only with max_local_batch above it): its per-sample time
 
 
-# Parameter counts: the models' papers / torchvision. Step times: V100 fp32, 32 images per GPU, from
-# public tf_cnn_benchmarks throughputs (rounded; approximate by design, they set the compute/comm ratio).
+_DEFAULT_STEP_S = 0.1
+
+# Tiresias (NSDI '19) models. Parameters: torchvision's model docs (num_params of the ImageNet weights;
+# Inception-v4 from timm's inception_v4.tf_in1k card). Compute: the Tiresias trace itself
+# (SymbioticLab/Tiresias simulator/60_job.csv): a 1-GPU job's duration / iterations is one step on the
+# paper's testbed (P100 GPUs, TensorFlow), converted to a V100 by Gavel's measured V100 / P100 throughput
+# ratio of ResNet-50 at batch 32 (scheduler/physical_cluster_throughputs.json: 7.930 / 4.888 steps/s =
+# 1.622), one ratio for every CNN (an assumption: the ratio of one model).
+_P100_TO_V100 = 7.930372537553422 / 4.888323684976709
+
+
+def _tiresias(name: str, params: float, p100_step_s: float, what: str) -> ModelProfile:
+    return ModelProfile(name, params, p100_step_s / _P100_TO_V100, note=f"{what}; {p100_step_s} s/step on a P100")
+
+
 _TIRESIAS_CNNS = (
-    ModelProfile("alexnet", 61.1, 0.016, note="~2000 img/s"),
-    ModelProfile("vgg11", 132.9, 0.074, note="~430 img/s"),
-    ModelProfile("vgg16", 138.4, 0.107, note="~300 img/s"),
-    ModelProfile("vgg19", 143.7, 0.123, note="~260 img/s"),
-    ModelProfile("googlenet", 6.6, 0.029, note="~1100 img/s"),
-    ModelProfile("inception3", 23.8, 0.110, note="~290 img/s"),
-    ModelProfile("inception4", 42.7, 0.229, note="~140 img/s"),
-    ModelProfile("resnet50", 25.6, 0.086, note="~370 img/s"),
-    ModelProfile("resnet101", 44.5, 0.149, note="~215 img/s"),
-    ModelProfile("resnet152", 60.2, 0.213, note="~150 img/s"),
+    _tiresias("alexnet", 61.100840, 0.0545, "AlexNet"),
+    _tiresias("vgg11", 132.863336, 0.156, "VGG-11"),
+    _tiresias("vgg16", 138.357544, 0.236, "VGG-16"),
+    _tiresias("vgg19", 143.667240, 0.271, "VGG-19"),
+    _tiresias("googlenet", 6.624904, 0.140, "GoogLeNet"),
+    _tiresias("inception3", 27.161264, 0.232, "Inception-v3 (with its auxiliary head)"),
+    _tiresias("inception4", 42.7, 0.478, "Inception-v4"),
+    _tiresias("resnet50", 25.557032, 0.153, "ResNet-50"),
+    _tiresias("resnet101", 44.549160, 0.260, "ResNet-101"),
+    _tiresias("resnet152", 60.192808, 0.371, "ResNet-152"),
 )
-# Pollux (OSDI '21) applications: per-GPU throughput calibrated so that each application's ideal run time
-# at its most common replica count is close to the shortest JCT the Pollux artifact's Tiresias run
-# reports for it on workload-6 (see traces/pollux.py).
+
+# Pollux (OSDI '21) applications: compute = step_time - sync_time of one GPU ("placement 1") at each
+# measured local batch, petuum/adaptdl branch osdi21-artifact simulator/traces/<app>/placements.csv,
+# taken as V100 seconds as they are (an assumption: the artifact's testbed GPU is slower than a V100, so
+# these steps are if anything long and the network's share of a step a lower bound); max_local_batch from
+# simulator/applications.py (yolov3 8; the others their largest measured batch). Parameters: counted from
+# the artifact's model code (benchmark/models/<app>/) or the models' papers, see docs/policy-lab.md.
 _POLLUX_APPS = (
-    ModelProfile("cifar10", 11.2, samples_per_s=900.0, note="ResNet-18 on CIFAR-10"),
-    ModelProfile("imagenet", 25.6, samples_per_s=86.0, note="ResNet-50 on ImageNet"),
-    ModelProfile("bert", 110.0, samples_per_s=10.2, note="BERT-base fine-tuned on SQuAD"),
-    ModelProfile("deepspeech2", 26.0, samples_per_s=21.5, note="DeepSpeech2 on CMU-ARCTIC"),
-    ModelProfile("yolov3", 61.9, samples_per_s=14.7, note="YOLOv3 on PASCAL VOC"),
-    ModelProfile("ncf", 2.0, samples_per_s=645000.0, note="NeuMF on MovieLens"),
+    ModelProfile(
+        "cifar10",
+        11.173962,
+        batch_steps=(
+            (32, 0.0423),
+            (45, 0.0500),
+            (64, 0.0593),
+            (91, 0.0754),
+            (129, 0.1033),
+            (182, 0.1367),
+            (257, 0.1866),
+            (363, 0.2590),
+            (513, 0.3548),
+            (725, 0.4956),
+            (1024, 0.7015),
+        ),
+        note="ResNet-18 (CIFAR variant) on CIFAR-10",
+    ),
+    ModelProfile(
+        "imagenet",
+        25.557032,
+        batch_steps=(
+            (20, 0.1462),
+            (28, 0.2069),
+            (40, 0.2523),
+            (57, 0.3227),
+            (81, 0.4195),
+            (115, 0.5590),
+            (163, 0.7612),
+            (200, 0.9223),
+        ),
+        note="ResNet-50 on ImageNet",
+    ),
+    ModelProfile(
+        "bert",
+        110.0,
+        batch_steps=((4, 0.4416), (6, 0.5557), (8, 0.6896), (11, 0.8416), (12, 0.9078)),
+        note="BERT-base (uncased) fine-tuned on SQuAD",
+    ),
+    ModelProfile(
+        "deepspeech2",
+        41.187968,
+        batch_steps=(
+            (10, 0.4649),
+            (14, 0.5570),
+            (20, 0.6797),
+            (28, 0.8494),
+            (40, 1.1202),
+            (57, 1.6627),
+            (80, 2.5391),
+        ),
+        note="DeepSpeech2 (5 x 800 bidirectional GRU) on CMU-ARCTIC",
+    ),
+    ModelProfile(
+        "yolov3",
+        61.9,
+        batch_steps=((4, 0.2645), (6, 0.4481), (8, 0.3237), (11, 0.5691), (16, 0.5701)),
+        max_local_batch=8,
+        note="YOLOv3 (Darknet-53) on PASCAL VOC",
+    ),
+    ModelProfile(
+        "ncf",
+        1.602657,
+        batch_steps=(
+            (32, 0.0070),
+            (45, 0.0070),
+            (64, 0.0070),
+            (91, 0.0073),
+            (129, 0.0070),
+            (182, 0.0071),
+            (257, 0.0071),
+            (363, 0.0072),
+            (513, 0.0072),
+            (725, 0.0074),
+            (1025, 0.0083),
+            (1450, 0.0084),
+            (2051, 0.0087),
+            (2901, 0.0091),
+            (4103, 0.0096),
+            (5803, 0.0102),
+            (8207, 0.0110),
+            (11606, 0.0133),
+            (16413, 0.0146),
+            (23211, 0.0172),
+            (32768, 0.0210),
+        ),
+        note="NeuMF (32 factors, 3 MLP layers) on MovieLens-1M",
+    ),
 )
-# Gavel (OSDI '20) job types, single V100 (approximate; the batch size is per GPU).
+
+
+def _gavel(name: str, params: float, steps_per_s: dict[int, float], what: str) -> ModelProfile:
+    pts = tuple((b, 1.0 / v) for b, v in sorted(steps_per_s.items()))
+    return ModelProfile(name, params, batch_steps=pts, note=what)
+
+
+# Gavel (OSDI '20) job types: one V100 running the job alone, steps/s by batch size (per GPU), from
+# stanford-futuredata/gavel scheduler/physical_cluster_throughputs.json ("v100", (job type, 1), "null").
+# Parameters counted from Gavel's workloads/pytorch/ code with its defaults (docs/policy-lab.md); the
+# three job types Gavel never runs distributed (Recommendation, A3C, CycleGAN) exchange no gradients in
+# any trace, their sizes only set checkpoint costs and are assumptions.
 _GAVEL = (
-    ModelProfile("ResNet-18", 11.2, samples_per_s=2800.0, note="CIFAR-10"),
-    ModelProfile("ResNet-50", 25.6, samples_per_s=370.0, note="ImageNet"),
-    ModelProfile("Transformer", 65.0, samples_per_s=1000.0, note="Multi30k"),
-    ModelProfile("LM", 28.0, samples_per_s=1600.0, note="WikiText-2 LSTM"),
-    ModelProfile("Recommendation", 20.0, samples_per_s=100000.0, note="ML-20M autoencoder"),
-    ModelProfile("A3C", 1.0, samples_per_s=400.0, note="Pong"),
-    ModelProfile("CycleGAN", 11.4, samples_per_s=5.0, note="monet2photo"),
+    _gavel(
+        "ResNet-18",
+        11.173962,
+        {16: 32.353384, 32: 29.947157, 64: 24.093232, 128: 22.371570, 256: 11.949277},
+        "CIFAR-10",
+    ),
+    _gavel("ResNet-50", 25.557032, {16: 12.216915, 32: 7.930373, 64: 4.525762, 128: 2.530113}, "ImageNet"),
+    _gavel(
+        "Transformer",
+        49.0,
+        {16: 11.064087, 32: 9.682863, 64: 8.209556, 128: 5.642202, 256: 1.595141},
+        "Multi30k; parameters an estimate (vocabularies not counted exactly)",
+    ),
+    _gavel(
+        "LM", 13.987678, {5: 114.110929, 10: 81.651635, 20: 64.742451, 40: 50.048988, 80: 31.689597}, "WikiText-2 LSTM"
+    ),
+    _gavel(
+        "Recommendation",
+        20.0,
+        {512: 253.629975, 1024: 150.539376, 2048: 88.206993, 4096: 45.849898, 8192: 22.246823},
+        "ML-20M autoencoder; parameters an assumption",
+    ),
+    _gavel("A3C", 1.0, {1: 7.479620}, "Pong; parameters an assumption"),
+    _gavel("CycleGAN", 11.4, {1: 4.735589}, "monet2photo; parameters an assumption"),
 )
 MODEL_PROFILES: dict[str, ModelProfile] = {
     p.name: p
@@ -126,7 +283,8 @@ MODEL_PROFILES: dict[str, ModelProfile] = {
         *_POLLUX_APPS,
         *_GAVEL,
         ModelProfile("compute-only", 0.0, 0.1, note="no gradient exchange"),
-        ModelProfile("default", 25.6, 0.086, note="unknown model: ResNet-50-like"),
+        # A model the trace does not name: ResNet-50 at batch 32 on a V100 (Gavel, measured, 7.930 steps/s).
+        ModelProfile("default", 25.557032, 1.0 / 7.930373, note="unknown model: ResNet-50, batch 32 (Gavel)"),
     )
 }
 

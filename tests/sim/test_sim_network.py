@@ -15,7 +15,7 @@ import pytest
 from fabric.topology.types import Fabric, THost, TLink, TSwitch
 from scheduler.core.types import GpuState, NodeState
 from scheduler.sim.cluster import SimCluster, build_cluster, parse_cluster_spec
-from scheduler.sim.runtime import RuntimeModel, Work, max_min_share
+from scheduler.sim.runtime import RuntimeModel, Work, max_min_share, profile
 
 W16 = Work(16, 0.1, 100e6)
 # One leaf, alone: B = min(NVLink 159, HCA 12.0) = 12.0 GB/s;
@@ -187,6 +187,24 @@ def test_two_rings_on_one_hca_share_it(fat):
     b = c.node_gpus[n0][4:] + c.node_gpus[n2][:4]
     assert m.busbw({1: (w, a), 2: (w, b)}) == pytest.approx({1: 6.0, 2: 6.0})
     assert m.busbw({1: (w, a)}) == pytest.approx({1: 12.0})
+
+
+def test_resnet50_two_nodes_of_eight_on_edr(fat):
+    """ResNet-50 (25.557032 M fp32 parameters: S = 102.228 MB), 2 nodes x 8 V100 in one leaf:
+    comm = 1.875 x 102.228128e6 / 12e9 + 30 x 5e-6 = 0.016123 s; with 8 such rings through one busy 2:1
+    leaf: 1.875 x 102.228128e6 / 5.4e9 + 30 x 6e-6 = 0.035676 s."""
+    c, m, leaves = fat
+    p = profile("resnet50")
+    assert p.grad_bytes == pytest.approx(102.228128e6)
+    w = Work(16, p.compute_s(), p.grad_bytes)
+    comp = p.compute_s()
+    comm_leaf = 1.875 * 102.228128e6 / 12e9 + 30 * 5e-6
+    rate, duty = m.rates({1: (w, on(c, leaves[0][0], leaves[0][1]))})[1]
+    assert rate == pytest.approx(1.0)
+    assert duty == pytest.approx(comm_leaf / (comp + comm_leaf))
+    busy = {k: (w, on(c, leaves[0][k], leaves[1][k])) for k in range(8)}
+    comm_busy = 1.875 * 102.228128e6 / 5.4e9 + 30 * 6e-6
+    assert m.rates(busy)[0][0] == pytest.approx((comp + comm_leaf) / (comp + comm_busy))
 
 
 def test_rates_do_not_depend_on_job_order(fat):

@@ -35,7 +35,30 @@ def test_profiles_are_in_one_place():
         assert name in MODEL_PROFILES
     assert profile("VGG16") is MODEL_PROFILES["vgg16"]
     assert profile("no-such-model") is MODEL_PROFILES["default"]
-    assert MODEL_PROFILES["vgg16"].grad_bytes == pytest.approx(138.4e6 * 4)
+    assert MODEL_PROFILES["vgg16"].grad_bytes == pytest.approx(138.357544e6 * 4)  # torchvision's num_params
+
+
+def test_tiresias_steps_are_its_testbed_steps_on_a_v100():
+    """ResNet-50: 1-GPU jobs of Tiresias' 60-job trace take 0.153 s a step on its P100s; Gavel measured a V100
+    1.622x a P100 on ResNet-50 at batch 32 (7.930 / 4.888 steps/s): 0.153 / 1.6223 = 0.09431 s."""
+    assert profile("resnet50").compute_s() == pytest.approx(0.153 * 4.888323684976709 / 7.930372537553422)
+    assert profile("resnet50").compute_s() == pytest.approx(0.09431, abs=1e-5)
+
+
+def test_gavel_steps_are_its_measured_v100_throughputs():
+    """ResNet-50 at batch 64 alone on a V100: 4.525762 steps/s, so 1 / 4.525762 = 0.22096 s a step."""
+    assert profile("ResNet-50").compute_s(64) == pytest.approx(1 / 4.525762)
+
+
+def test_pollux_steps_interpolate_and_accumulate():
+    """imagenet at 133.3 images per GPU: between the artifact's 115 (0.5590 s) and 163 (0.7612 s):
+    0.5590 + 0.2022 x 18.33 / 48 = 0.63623 s. bert at 64 per GPU, 12 at most per micro-batch: 6 micro-batches
+    of 11 (the artifact's rule: ceil(64 / 12) = 6, ceil(64 / 6) = 11): 6 x 0.8416 = 5.0496 s. yolov3 at 16
+    with micro-batches of 8 at most: 2 x 0.3237 = 0.6474 s."""
+    assert profile("imagenet").compute_s(400 / 3) == pytest.approx(0.5590 + 0.2022 * (400 / 3 - 115) / 48)
+    assert profile("bert").compute_s(64) == pytest.approx(6 * 0.8416)
+    assert profile("yolov3").compute_s(16) == pytest.approx(2 * 0.3237)
+    assert profile("cifar10").compute_s(16) == pytest.approx(0.0423)  # below the smallest batch measured
 
 
 def test_one_gpu_and_compute_only_jobs_never_slow_down(tree):
