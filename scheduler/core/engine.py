@@ -28,7 +28,7 @@ from scheduler.core.failures import broken_jobs
 from scheduler.core.migration import plan_migrations
 from scheduler.core.placement import JobCtx, Placer
 from scheduler.core.policies import PolicyContext, PriorityFairSharePolicy, QueuePolicy, effective_priority
-from scheduler.core.preemption import VictimIndex, plan_preemption, victim_index
+from scheduler.core.preemption import VictimIndex, block_gpus, plan_preemption, unblock_gpus, victim_index
 from scheduler.core.quotas import QuotaBook, QuotaVerdict
 from scheduler.core.state import ClusterState
 from scheduler.core.topology import build_topology
@@ -96,7 +96,13 @@ class _Round:
             "preemption_attempts": 0,
             "victims": 0,
             "reservations": 0,
+            "claims": 0,  # beneficiaries of earlier preemptions with GPUs freed for them
+            "claims_started": 0,
+            "claims_dropped": 0,  # their victims are gone and they still could not start
+            "min_run_protected": 0,  # preemptions held back by Config.preemption_min_run_s
         }
+        self._min_run_wait: dict[int, float] = {}  # job -> seconds until the victims it needs may be preempted
+        self._claim_blocks: list = []  # claimed GPUs blocked at the end of the placement phase
 
     # ------------------------------------------------------------------ phases
 
@@ -135,9 +141,17 @@ class _Round:
         t = self._lap("place", t)
 
         placed_ids = {p.job_id for p in self.dec.placements}
-        migrations, mc = plan_migrations(self.placer, placed_ids)
+        # A job preempted for one still waiting is not moved back onto the GPUs freed for it either.
+        waiting = {j.id for j in ordered} - placed_ids
+        kept_off = {
+            jid: rj.request.preempted_gpus
+            for jid, rj in st.running.items()
+            if rj.request.preempted_for in waiting and rj.request.preempted_gpus
+        }
+        migrations, mc = plan_migrations(self.placer, placed_ids, kept_off)
         self.dec.migrations.extend(migrations)
         self.counters.update(mc)
+        unblock_gpus(st, self._claim_blocks)
         t = self._lap("migrate", t)
 
         self.ms["total"] = round((time.perf_counter() - t_all) * 1000, 3)
@@ -198,7 +212,9 @@ class _Round:
         priced: dict[tuple, JobCtx] = {}  # (feasibility key, cost fields) -> context priced for them
         fail_cache: dict[tuple, str] = {}
         preempt_fail: set[tuple] = set()
+        min_run_note: dict[tuple, float] = {}  # preemption class -> wait until its victims have run their minimum
         pool_res: dict[int, list[HeldReservation]] = {}
+        borrowing_res: set[int] = set()  # reserved jobs that would start on borrowed GPUs
         res_start: dict[int, float] = {}  # earliest reserved start per pool
         res_tried: dict[int, int] = {}  # reservation plans tried per pool (bounded: a plan walks the pool)
         res_tried_keys: set[tuple] = set()
@@ -221,8 +237,11 @@ class _Round:
         stopping_before = set(st.stopping)
         stopping_checked: set[tuple] = set()
 
-        for job in ordered:
+        def process(job: JobRequest, cacheable: bool) -> None:
+            """One job's turn. `cacheable`: its outcome may stand for its equivalence class (False for a
+            job kept off some GPUs, which fails where its class would not)."""
             jid = job.id
+            note: float | None = None  # seconds until a victim it needs has run its minimum time
             key = _FEAS(job)
             entry = ctx_cache.get(key)
             if entry is None:
@@ -233,16 +252,16 @@ class _Round:
             if ctx is None:
                 reasons_out[jid] = entry[1] or "invalid request"
                 counters["invalid"] += 1
-                continue
+                return
             pool = job.pool
             if not backfill and pool in pool_blocker:
                 reasons_out[jid] = reasons.behind(pool_blocker[pool])
-                continue
+                return
             verdict = check_quota(job, entry[2])
             if not verdict.ok:
                 reasons_out[jid] = verdict.reason
                 counters["quota_blocked"] += 1
-                continue
+                return
             res_list = pool_res.get(pool)
             if res_list:
                 est = job.est_runtime_s
@@ -272,16 +291,17 @@ class _Round:
                         r.rehold(placer)
                     if cand is not None:
                         counters["placed_backfill_window"] += 1
-                        continue
+                        return
                 if cand is not None:
                     self._place(job, ctx, cand, verdict)
-                    continue
+                    return
                 reason = placer.fail_reason(ctx)
                 if res_list and not short:
                     blocking = self._reservation_blocks(ctx, res_list)
                     if blocking is not None:
                         reason = reasons.backfill_window(blocking)
-                fail_cache[fkey] = reason
+                if cacheable:
+                    fail_cache[fkey] = reason
             # Blocked: wait for jobs already stopping, preempt, or reserve.
             p = job.priority
             m = maxp.get(job.tenant, big)
@@ -305,17 +325,30 @@ class _Round:
                         reasons_out[jid] = reasons.waiting_for_stopping(reason)
                         if not backfill:
                             pool_blocker.setdefault(pool, jid)
-                        continue
+                        return
                 pkey = (key, prio, verdict.in_quota, job.tenant)
                 if pkey not in preempt_fail:
                     counters["preemption_attempts"] += 1
-                    msg = self._preempt(job, ctx, verdict, prio, pool_res)
+                    # A job that may not delay the pool's reservations may not take their planned GPUs either,
+                    # except a reclaim within quota from a reservation that would start on borrowed GPUs.
+                    avoid = (
+                        {g for r in res_list if not (verdict.in_quota and r.job_id in borrowing_res) for g in r.gpu_ids}
+                        if res_list and not short
+                        else frozenset()
+                    )
+                    msg = self._preempt(job, ctx, verdict, prio, avoid)
                     if msg is not None:
                         reasons_out[jid] = msg
                         if not backfill:
                             pool_blocker.setdefault(pool, jid)
-                        continue
-                    preempt_fail.add(pkey)
+                        return
+                    note = self._min_run_wait.pop(jid, None)
+                    if cacheable:
+                        preempt_fail.add(pkey)
+                        if note is not None:
+                            min_run_note[pkey] = note
+                else:
+                    note = min_run_note.get(pkey)
             if backfill:
                 lst = pool_res.setdefault(pool, [])
                 tried = res_tried.get(pool, 0)
@@ -332,13 +365,106 @@ class _Round:
                         start_at, cand = planned
                         held = hold_reservation(placer, jid, start_at, cand, pool)
                         lst.append(held)
+                        if verdict.borrowed:
+                            borrowing_res.add(jid)
                         res_start[pool] = min(r.start_at for r in lst)
                         dec.reservations.append(Reservation(jid, start_at, held.gpu_ids, held.nodes))
                         counters["reservations"] += 1
                         reason = reasons.reserved(reason, start_at - now)
             else:
                 pool_blocker.setdefault(pool, jid)
-            reasons_out[jid] = reason
+            reasons_out[jid] = reason if note is None else reasons.min_run_wait(reason, note)
+
+        # No thrashing (docs/scheduler.md): the beneficiaries of earlier preemptions have first call on the
+        # GPUs freed for them, and nobody else takes those while they wait for victims still stopping.
+        claims, waits, kept_off = self._claims(ordered)
+        blocked = {b: block_gpus(st, gids) for b, gids in claims.items()}
+        counters["claims"] = len(claims)
+        early: set[int] = set()  # claimants whose turn this was
+        for job in ordered:
+            jid = job.id
+            if jid not in claims:
+                continue
+            unblock_gpus(st, blocked.pop(jid))
+            outcome = self._claimant(job, jid in waits, stopping_before)
+            if outcome is None:  # all its victims are gone and it still cannot start: the GPUs are nobody's
+                counters["claims_dropped"] += 1
+                continue
+            early.add(jid)
+            if outcome == "waiting":  # nobody else waits for (or reserves) the GPUs still being freed for it
+                blocked[jid] = block_gpus(st, claims[jid])
+        started = self.started
+        for job in ordered:
+            jid = job.id
+            if jid in early:
+                continue
+            off = kept_off.get(jid)
+            if off is not None and off[0] not in started:  # a victim, while its beneficiary waits
+                blocks = block_gpus(st, off[1])
+                process(job, False)
+                unblock_gpus(st, blocks)
+            else:
+                process(job, True)
+        self._claim_blocks = [b for bl in blocked.values() for b in bl]
+
+    def _claims(
+        self, ordered: list[JobRequest]
+    ) -> tuple[dict[int, list[int]], set[int], dict[int, tuple[int, tuple[int, ...]]]]:
+        """What earlier preemptions left for this round, from the victims' records (`JobRequest.preempted_*`):
+        * claims: waiting beneficiary -> GPUs freed (or being freed) for it: those of its victims that are
+          still stopping, and of victims requeued within `Config.preemption_claim_s` of their preemption;
+        * waits: beneficiaries with a victim still stopping;
+        * kept_off: waiting victim -> (its beneficiary, the GPUs it may not take while that one waits)."""
+        st, cfg = self.state, self.cfg
+        now = st.now
+        waiting = {j.id for j in ordered}
+        claims: dict[int, set[int]] = {}
+        waits: set[int] = set()
+        kept_off: dict[int, tuple[int, tuple[int, ...]]] = {}
+        for j in ordered:
+            b = j.preempted_for
+            if b is None or b == j.id or b not in waiting or not j.preempted_gpus:
+                continue
+            kept_off[j.id] = (b, j.preempted_gpus)
+            if j.preempted_at is not None and now - j.preempted_at <= cfg.preemption_claim_s:
+                claims.setdefault(b, set()).update(j.preempted_gpus)
+        for jid in sorted(st.stopping):
+            rj = st.running[jid]
+            req = rj.request
+            b = req.preempted_for
+            # A record older than its last start is from an earlier preemption: this stop is another one.
+            fresh = req.preempted_at is not None and req.preempted_at >= rj.started_at
+            if b in waiting and req.preempted_gpus and fresh:
+                claims.setdefault(b, set()).update(req.preempted_gpus)
+                waits.add(b)
+        return {b: sorted(g) for b, g in claims.items()}, waits, kept_off
+
+    def _claimant(self, job: JobRequest, waits: bool, stopping: set[int]) -> str | None:
+        """A beneficiary of an earlier preemption, before the queue: "placed" on the GPUs freed for it (or
+        better ones), "waiting" (with its placement held) when it fits once its victims still stopping are
+        gone, None when it cannot start either way (quota, the cluster changed): then it takes its turn."""
+        placer, cfg = self.placer, self.cfg
+        ctx, _ = placer.context(job)
+        if ctx is None:
+            return None
+        verdict = self.book.check(job, need_equiv(ctx))
+        if not verdict.ok:
+            return None
+        cand = placer.find(ctx)
+        if cand is not None:
+            self._place(job, ctx, cand, verdict)
+            self.counters["claims_started"] += 1
+            return "placed"
+        if not waits:
+            return None
+        reason = placer.fail_reason(ctx)
+        cand = self._fits_after_stopping(ctx, stopping)
+        if cand is None:
+            return None
+        held = hold_reservation(placer, job.id, self.state.now + cfg.preemption_grace_s, cand, job.pool)
+        self.dec.reservations.append(Reservation(job.id, held.start_at, held.gpu_ids, held.nodes))
+        self.dec.pending_reasons[job.id] = reasons.waiting_for_stopping(reason)
+        return "waiting"
 
     def _place(self, job: JobRequest, ctx: JobCtx, cand, verdict: QuotaVerdict) -> None:
         placement = self.placer.commit(job, ctx, cand, borrowed=verdict.borrowed)
@@ -389,11 +515,15 @@ class _Round:
         ctx: JobCtx,
         verdict: QuotaVerdict,
         prio: int,
-        pool_res: dict[int, list[HeldReservation]],
+        avoid: frozenset[int] | set[int],
     ) -> str | None:
-        st, placer = self.state, self.placer
+        st, placer, cfg = self.state, self.placer, self.cfg
         tenants = self.tenants
         running = st.running
+        now = st.now
+        min_run = cfg.preemption_min_run_s
+        exempt = cfg.preemption_min_run_priority_exempt
+        young: dict[int, float] = {}  # eligible but for the minimum run time: victim -> seconds it still has
 
         def eligible(vid: int) -> bool:
             rj = running[vid]
@@ -402,18 +532,35 @@ class _Round:
                 return False
             vprio = effective_priority(req, tenants)
             if verdict.in_quota:
-                if vprio < prio:
-                    return True
-                return rj.borrowed and req.tenant != job.tenant and req.pool == job.pool
-            # A borrowing job takes nothing from another tenant's guaranteed share.
-            return vprio < prio and (rj.borrowed or req.tenant == job.tenant)
+                ok = vprio < prio or (rj.borrowed and req.tenant != job.tenant and req.pool == job.pool)
+            else:
+                # A borrowing job takes nothing from another tenant's guaranteed share.
+                ok = vprio < prio and (rj.borrowed or req.tenant == job.tenant)
+            if not ok or min_run <= 0 or (exempt and vprio < prio):
+                return ok
+            last = rj.started_at if rj.last_migrated_at is None else max(rj.started_at, rj.last_migrated_at)
+            left = min_run - (now - last)
+            if left > 0:
+                young[vid] = left
+                return False
+            return True
 
         if self._victims is None:
             self._victims = victim_index(st)
-        plan = plan_preemption(placer, ctx, eligible, self._victims)
+        plan = plan_preemption(placer, ctx, eligible, self._victims, avoid)
         if plan is None:
+            if young:
+                # Would it preempt once they have run their minimum? Then say when.
+                later = plan_preemption(placer, ctx, lambda v: v in young or eligible(v), self._victims, avoid)
+                if later is not None:
+                    self.counters["min_run_protected"] += 1
+                    self._min_run_wait[job.id] = max(young.get(v, 0.0) for v in later[0])
             return None
         victims, cand = plan
+        if cand.shares is not None:
+            used = {g.id for g, _ in cand.shares}
+        else:
+            used = {g.id for node, mask in cand.picks for g in node.gpus if g.bit & mask}
         why_parts = []
         for vid in victims:
             rj = running[vid]
@@ -423,7 +570,8 @@ class _Round:
             else:
                 why = f"reclaiming GPUs tenant {rj.request.tenant} borrowed"
             why_parts.append(why)
-            self.dec.preemptions.append(Preemption(vid, job.id, reasons.preempted(job.id, why)))
+            taken = tuple(sorted(g.id for g, _ in st.job_gpus[vid] if g.id in used))
+            self.dec.preemptions.append(Preemption(vid, job.id, reasons.preempted(job.id, why), taken))
             st.stopping.add(vid)
         self.counters["victims"] += len(victims)
         # The preemptor's GPUs are held for it (not a backfill window: short jobs do not get them).

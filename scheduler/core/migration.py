@@ -12,8 +12,9 @@ Triggers, most urgent first (a job is only looked at when one holds):
 Unhealthy GPUs and nodes that are down are failures (requeue), not migrations.
 
 For each candidate (at most `Config.migration_scan_limit` per round, jobs not moved or started within
-`Config.migration_hold_down_s`, not stopping) the current placement and the best new one (always
-disjoint from the current GPUs, which the job holds until it moves) are priced with the cost model:
+`Config.migration_hold_down_s` nor `Config.preemption_min_run_s`, not stopping) the current placement and
+the best new one (always disjoint from the current GPUs, which the job holds until it moves) are priced
+with the cost model:
 
     remaining = (est_runtime_s or Config.default_runtime_s) - (now - started_at)     (at the current pace)
     gain_s    = remaining * (1 - step_new / step_now)
@@ -21,13 +22,16 @@ disjoint from the current GPUs, which the job holds until it moves) are priced w
     move when gain_s - cost_s >= Config.migration_min_net_gain_s
 
 The largest net gains move first, at most `Config.max_migrations_per_round`; each later move is
-re-planned on the state the earlier ones left.
+re-planned on the state the earlier ones left. A move lands only on GPUs free now and not held for anyone
+(reservations, GPUs freed by a preemption for its beneficiary), and a job preempted for one that still
+waits is not moved back onto the GPUs freed for it (`kept_off`).
 """
 
 from __future__ import annotations
 
 from scheduler.core import reasons
 from scheduler.core.placement import Candidate, JobCtx, Placer
+from scheduler.core.preemption import block_gpus, unblock_gpus
 from scheduler.core.state import ClusterState, GpuSlot, NodeSlot
 from scheduler.core.topology import LEVEL_NAMES, LEVEL_POD_GROUP
 from scheduler.core.types import Migration, RunningJob, Share
@@ -154,19 +158,23 @@ def current_candidate(placer: Placer, ctx: JobCtx, jid: int) -> Candidate | None
         own.restore()
 
 
-def plan_migrations(placer: Placer, exclude: set[int]) -> tuple[list[Migration], dict[str, int]]:
+def plan_migrations(
+    placer: Placer, exclude: set[int], kept_off: dict[int, tuple[int, ...]] | None = None
+) -> tuple[list[Migration], dict[str, int]]:
     st = placer.state
     cfg = st.config
     now = st.now
+    kept_off = kept_off or {}
     counters = {"migration_triggers": 0, "migration_scanned": 0}
     if cfg.max_migrations_per_round <= 0:
         return [], counters
+    hold_down = max(cfg.migration_hold_down_s, cfg.preemption_min_run_s)
     triggered: list[tuple[int, int, RunningJob, str]] = []
     for jid, rj in st.running.items():
         if jid in st.stopping or jid in exclude:
             continue
         last = rj.last_migrated_at if rj.last_migrated_at is not None else rj.started_at
-        if now - last < cfg.migration_hold_down_s:
+        if now - last < hold_down:
             continue
         t = _trigger(st, rj)
         if t is not None:
@@ -176,7 +184,7 @@ def plan_migrations(placer: Placer, exclude: set[int]) -> tuple[list[Migration],
     options: list[tuple[float, int, RunningJob, str]] = []
     for _, jid, rj, why in triggered[: cfg.migration_scan_limit]:
         counters["migration_scanned"] += 1
-        est = _estimate(placer, rj, why)
+        est = _estimate(placer, rj, why, kept_off.get(jid, ()))
         if est is not None:
             options.append((est[0], jid, rj, why))
     options.sort(key=lambda t: (-t[0], t[1]))
@@ -184,7 +192,7 @@ def plan_migrations(placer: Placer, exclude: set[int]) -> tuple[list[Migration],
     for _, jid, rj, why in options:
         if len(out) >= cfg.max_migrations_per_round:
             break
-        est = _estimate(placer, rj, why)  # re-plan on the state earlier moves left
+        est = _estimate(placer, rj, why, kept_off.get(jid, ()))  # re-plan on the state earlier moves left
         if est is None:
             continue
         _net, ctx, new, gain, cost, cur = est
@@ -198,7 +206,7 @@ def plan_migrations(placer: Placer, exclude: set[int]) -> tuple[list[Migration],
     return out, counters
 
 
-def _estimate(placer: Placer, rj: RunningJob, why: str):
+def _estimate(placer: Placer, rj: RunningJob, why: str, kept_off: tuple[int, ...] = ()):
     st = placer.state
     cfg = st.config
     ctx, err = placer.context(rj.request)
@@ -207,7 +215,9 @@ def _estimate(placer: Placer, rj: RunningJob, why: str):
     cur = current_candidate(placer, ctx, rj.request.id)
     if cur is None:
         return None
+    blocks = block_gpus(st, kept_off) if kept_off else []
     new = placer.find(ctx)
+    unblock_gpus(st, blocks)
     if new is None:
         return None
     total = rj.request.est_runtime_s if rj.request.est_runtime_s is not None else cfg.default_runtime_s

@@ -17,6 +17,10 @@ Search by domain, the way the job would be placed:
 Each plan is checked by placing the job on the state with the victims' GPUs released (then undone):
 a job that still would not fit preempts nobody, and victims the final placement does not touch are
 dropped from the set.
+
+`avoid`: GPUs the blocked job may not take even once freed (the planned GPUs of a backfill reservation it
+must not delay, docs/scheduler.md "No thrashing"). A victim's GPUs there count for nothing, and the check
+places the job with them blocked, so a preemption never frees GPUs its beneficiary then cannot use.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ import math
 from collections.abc import Callable
 
 from scheduler.core.placement import Candidate, JobCtx, Placer
-from scheduler.core.state import ClusterState, NodeSlot
+from scheduler.core.state import ClusterState, GpuSlot, NodeSlot
+from scheduler.core.types import Share
 
 MAX_PLANS = 4  # plans verified by a placement try, cheapest first
 
@@ -53,13 +58,14 @@ def plan_preemption(
     ctx: JobCtx,
     eligible: Callable[[int], bool],
     index: VictimIndex | None = None,
+    avoid: frozenset[int] | set[int] = frozenset(),
 ) -> tuple[list[int], Candidate] | None:
     st = placer.state
     if index is None:
         index = victim_index(st)
     stopping = st.stopping
     ok: dict[int, bool] = {}
-    # Victims per node, with the GPUs each holds there.
+    # Victims per node, with the GPUs each holds there (that the job may take).
     by_node: dict[NodeSlot, dict[int, int]] = {}
     for part in ctx.parts:
         for node, jobs in index.get(id(part), {}).items():
@@ -69,22 +75,44 @@ def plan_preemption(
                 if e is None:
                     e = ok[jid] = jid not in stopping and eligible(jid)
                 if e:
-                    d[jid] = c
+                    if avoid:
+                        c = sum(1 for g, _ in st.job_gpus[jid] if g.node is node and g.id not in avoid)
+                    if c:
+                        d[jid] = c
             if d:
                 by_node[node] = d
     if not by_node:
         return None
     if ctx.sharing != "exclusive":
-        plans = _plans_shared(placer, ctx, by_node)
+        plans = _plans_shared(placer, ctx, by_node, avoid)
     elif ctx.single and (ctx.N == 1 or ctx.require in ("island", "node") or ctx.n <= ctx.max_G):
         plans = _plans_node(st, ctx, by_node)
     else:
         plans = _plans_gang(st, ctx, by_node)
     for victims in plans[:MAX_PLANS]:
-        found = _verify(placer, ctx, victims)
+        found = _verify(placer, ctx, victims, avoid)
         if found is not None:
             return found
     return None
+
+
+def block_gpus(st: ClusterState, gpu_ids) -> list[tuple[GpuSlot, Share]]:
+    """Make these GPUs unusable for any placement, busy or not (a whole-GPU hold counts up, so a job
+    released on one in a what-if still leaves it blocked); `unblock_gpus` undoes it exactly."""
+    blocks = []
+    gpus = st.gpus
+    for gid in gpu_ids:
+        g = gpus.get(gid)
+        if g is not None:
+            sh = Share(gid, "whole", 100, 0)
+            st.hold(g, sh)
+            blocks.append((g, sh))
+    return blocks
+
+
+def unblock_gpus(st: ClusterState, blocks: list[tuple[GpuSlot, Share]]) -> None:
+    for g, sh in blocks:
+        st.release(g, sh)
 
 
 def _victim_key(st: ClusterState, jid: int) -> tuple[int, int]:
@@ -178,12 +206,16 @@ def _plans_gang(st: ClusterState, ctx: JobCtx, by_node: dict[NodeSlot, dict[int,
     return [vs for _, vs in plans]
 
 
-def _plans_shared(placer: Placer, ctx: JobCtx, by_node: dict[NodeSlot, dict[int, int]]) -> list[list[int]]:
+def _plans_shared(
+    placer: Placer, ctx: JobCtx, by_node: dict[NodeSlot, dict[int, int]], avoid: frozenset[int] | set[int]
+) -> list[list[int]]:
     st = placer.state
     plans = []
     for node in by_node:
         part = node.part
         for g in node.gpus:
+            if g.id in avoid:
+                continue
             holders = [
                 (jid, sh)
                 for jid in st.jobs_on_node.get(node.name, ())
@@ -209,11 +241,15 @@ def _plans_shared(placer: Placer, ctx: JobCtx, by_node: dict[NodeSlot, dict[int,
     return [vs for _, _, vs in plans]
 
 
-def _verify(placer: Placer, ctx: JobCtx, victims: list[int]) -> tuple[list[int], Candidate] | None:
+def _verify(
+    placer: Placer, ctx: JobCtx, victims: list[int], avoid: frozenset[int] | set[int] = frozenset()
+) -> tuple[list[int], Candidate] | None:
     st = placer.state
     mark = st.journal()
     for jid in victims:
         st.release_job(jid)
+    if avoid:
+        block_gpus(st, avoid)
     cand = placer.find(ctx)
     st.rollback(mark)
     if cand is None:

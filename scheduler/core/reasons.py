@@ -204,6 +204,11 @@ def waiting_for_stopping(capacity_reason: str) -> str:
     return f"{capacity_reason}; waiting for preempted jobs to stop"
 
 
+def min_run_wait(capacity_reason: str, wait_s: float) -> str:
+    when = duration(wait_s)
+    return f"{capacity_reason}; may preempt in about {when}, when the jobs it needs have run their minimum time"
+
+
 # ---------------------------------------------------------------- failures and migration
 
 

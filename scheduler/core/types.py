@@ -15,7 +15,9 @@ for it instead of preempting more.
 Applying Decisions (the order matters):
 1. `requeues` and `failures`: release the allocations of those running jobs; requeued jobs go back
    to pending keeping their `queue_seq`, failed ones are marked failed.
-2. `preemptions`: send the checkpoint signal; the victims keep their GPUs until they stop.
+2. `preemptions`: send the checkpoint signal; the victims keep their GPUs until they stop. Record on each
+   victim `for_job`, the time and `gpu_ids`, and pass them back as `JobRequest.preempted_*` while it waits
+   or stops: the next rounds give those GPUs to `for_job` first and keep the victim off them while it waits.
 3. `migrations`: allocate `placement.shares` (always disjoint from the job's current shares), then
    checkpoint, stop and relaunch the job there, then release the old shares.
 4. `placements`: allocate and launch. A job requeued in step 1 may be placed again in the same round.
@@ -138,6 +140,12 @@ class JobRequest:
     step_compute_s: float | None = None  # compute seconds per step on an idle reference GPU
     io_bytes_per_step: float | None = None  # dataset bytes read per step (data-intensive)
     name: str = ""
+    # Its last preemption, as recorded when it was applied (docs/scheduler.md, "No thrashing"): while the
+    # job it was preempted for waits, it is not placed (or moved) back onto those GPUs, and that job has
+    # first call on them.
+    preempted_for: int | None = None  # the job its GPUs were freed for
+    preempted_at: float | None = None
+    preempted_gpus: tuple[int, ...] = ()  # its GPUs the beneficiary's planned placement takes
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +227,9 @@ class Config:
     backfill: bool = True
     reservations_per_pool: int = 1  # EASY backfill: the top blocked job of each pool gets a reservation
     max_migrations_per_round: int = 2
-    migration_hold_down_s: float = 1800.0  # never move a job twice (or a fresh job) within this
+    # Never move a job twice (or a fresh job) within this, nor within preemption_min_run_s: one minimum run
+    # time governs both ways of stopping a running job.
+    migration_hold_down_s: float = 1800.0
     migration_scan_limit: int = 256  # running jobs examined per round for migration
     migration_min_net_gain_s: float = 60.0  # gain must beat cost by at least this
     restart_overhead_s: float = 30.0  # relaunch time added to a job's checkpoint cost
@@ -229,6 +239,16 @@ class Config:
     max_preemption_attempts: int = 16  # blocked jobs that may try preemption per round
     max_victims_per_round: int = 256
     preemption_grace_s: float = 120.0  # time victims get to checkpoint; a preemptor's reservation starts then
+    # No thrashing (docs/scheduler.md): a job is not preempted before it has run this long since it (re)started
+    # or moved. 5 min: Gavel's 6-min round lease, Slurm's PreemptExemptTime; with the default checkpoint and
+    # restart cost (60 + 30 s) a job preempted at that pace still spends 300 / (300 + 90) = 77 % of its time working.
+    preemption_min_run_s: float = 300.0
+    # A strictly higher priority preempts regardless of the minimum (priority classes are the operator's own
+    # order, and each arrival preempts once); False: the minimum holds against every preemption.
+    preemption_min_run_priority_exempt: bool = True
+    # How long after a preemption its beneficiary has first call on the freed GPUs (placed before the queue),
+    # on top of the time its victims still take to stop.
+    preemption_claim_s: float = 300.0
     borrow_without_quota: bool = True  # a tenant with no quota in a pool may borrow idle GPUs there
     fairshare_horizon_h: float = 1.0  # GPU-hours charged per queued GPU while interleaving tenants
     max_candidates: int = 24  # placements scored per job (the best found so far wins)
@@ -277,6 +297,7 @@ class Preemption:
     job_id: int
     for_job: int
     reason: str
+    gpu_ids: tuple[int, ...] = ()  # the victim's GPUs that for_job's planned placement takes (to record on it)
 
 
 @dataclass(frozen=True, slots=True)
