@@ -45,7 +45,7 @@ JOB_FIELDS = (
     "gpu_memory_mib", "sharing", "mps_compute_pct", "mps_memory_mib", "mig_profile", "priority_class__value",
     "preemptible", "workload", "dataset_node_id", "est_runtime_s", "checkpoint_cost_s", "submitted_at",
     "attained_gpu_s", "queue_seq", "requeue_opt_out", "status", "version", "held", "pending_reason", "started_at",
-    "last_migrated_at", "borrowed",
+    "last_migrated_at", "borrowed", "preempted_for", "preempted_at", "preempted_gpus",
 )  # fmt: skip
 
 
@@ -142,6 +142,9 @@ def _request(job: JobRow, hostname_of: dict[int, str], now_ts: float) -> JobRequ
         queue_seq=job.queue_seq,
         requeue_opt_out=job.requeue_opt_out,
         name=job.name,
+        preempted_for=job.preempted_for,
+        preempted_at=job.preempted_at.timestamp() if job.preempted_at else None,
+        preempted_gpus=tuple(job.preempted_gpus or ()),
     )
 
 

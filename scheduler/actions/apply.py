@@ -175,10 +175,13 @@ def _fail(job: Job, reason: str, round_id: int) -> None:
 
 
 def _preempt(job: Job, p, round_id: int) -> None:
+    # Recorded on the victim: the next rounds give the GPUs freed for p.for_job to it, not back to this job.
+    record = {"preempted_for": p.for_job, "preempted_at": timezone.now(), "preempted_gpus": list(p.gpu_ids)}
     if launches_enabled():  # its nodes stop it (checkpoint, grace period); it requeues once they did
-        preempt_launches(job, p.reason, p.for_job, round_id)
+        preempt_launches(job, p.reason, p.for_job, round_id, record=record)
         return
-    _move(job, JobStatus.PREEMPTED, p.reason, actor=SCHEDULER, expect=ACTIVE_STATUSES, round_id=round_id)
+    _move(job, JobStatus.PREEMPTED, p.reason, actor=SCHEDULER, expect=ACTIVE_STATUSES, round_id=round_id,
+          **record)  # fmt: skip
     release_allocations(job)
     _move(job, JobStatus.PENDING, f"requeued after preemption for job {p.for_job}", actor=SCHEDULER,
           expect=[JobStatus.PREEMPTED], round_id=round_id, started_at=None, borrowed=False)  # fmt: skip

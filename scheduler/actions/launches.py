@@ -376,9 +376,13 @@ def abandon_launches(job: Job, why: str) -> int:
     return _stop(job, _open(job), why)
 
 
-def preempt(job: Job, reason: str, for_job: int | None, round_id: int | None = None) -> None:
-    """A round preempts the job: it keeps its GPUs while its nodes stop it (SIGTERM: checkpoint), then requeues."""
-    _move(job, JobStatus.PREEMPTED, reason, actor=SCHEDULER, expect=ACTIVE_STATUSES, round_id=round_id)
+def preempt(
+    job: Job, reason: str, for_job: int | None, round_id: int | None = None, *, record: dict | None = None
+) -> None:
+    """A round preempts the job: it keeps its GPUs while its nodes stop it (SIGTERM: checkpoint), then requeues.
+    `record`: the preemption's fields stored on the job with the status (preempted_for, _at, _gpus)."""
+    _move(job, JobStatus.PREEMPTED, reason, actor=SCHEDULER, expect=ACTIVE_STATUSES, round_id=round_id,
+          **(record or {}))  # fmt: skip
     _stop(job, _open(job), "preemption")
     settle(job, round_id=round_id, for_job=for_job)
 

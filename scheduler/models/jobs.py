@@ -50,6 +50,11 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     last_migrated_at = models.DateTimeField(null=True, blank=True)
+    # Its last preemption (docs/scheduler.md, "No thrashing"): while the job it was preempted for waits, that job
+    # has first call on the GPUs freed for it and this one is not placed back onto them.
+    preempted_for = models.BigIntegerField(null=True, blank=True, help_text="The job it was last preempted for.")
+    preempted_at = models.DateTimeField(null=True, blank=True)
+    preempted_gpus = models.JSONField(default=list, blank=True, help_text="Ids of its GPUs that job takes.")
     version = models.PositiveIntegerField(default=0, help_text="Bumped on every change: stale decisions are refused.")
 
     class Meta:

@@ -14,8 +14,10 @@ from django.db.models import F
 from django.utils import timezone
 
 from scheduler import actions
+from scheduler.adapters import build_snapshot
 from scheduler.models import Allocation, Job, PriorityClass, SchedulingRound
 from scheduler.rounds import run_round
+from scheduler.selectors import queue_info
 from tests.factories import fat_tree
 
 pytestmark = pytest.mark.django_db
@@ -31,9 +33,9 @@ def gpu_ids(job: Job) -> set[int]:
     return set(Allocation.objects.filter(job=job, active=True).values_list("gpu_id", flat=True))
 
 
-@pytest.fixture
-def race(db):
-    """Rounds set up as in the module docstring; returns (cluster, job of a, b's jobs)."""
+def set_up(started_ago_s: float | None):
+    """Rounds set up as in the module docstring; returns (cluster, job of a, b's jobs). `started_ago_s`: how long
+    ago the running jobs started (None: just now, by the setup round)."""
     cluster = fat_tree("thrash", nodes=2, gpus_per_node=4)
     pool = actions.ensure_scheduler(cluster)
     high, normal = PriorityClass.objects.get(name="high"), PriorityClass.objects.get(name="normal")
@@ -51,16 +53,20 @@ def race(db):
         assert job.status == "running"
     assert len({h for j in borrowers for h in hosts(j)}) == 1  # b fills one node, c the other
     assert all(j.borrowed for j in borrowers) and not guaranteed.borrowed
-    # They started an hour ago (past any minimum run time); the version bump is what every action does.
-    Job.objects.filter(status="running").update(
-        started_at=timezone.now() - timezone.timedelta(hours=1), version=F("version") + 1
-    )
+    if started_ago_s is not None:  # the version bump is what every action does (the adapter caches rows by it)
+        Job.objects.filter(status="running").update(
+            started_at=timezone.now() - timezone.timedelta(seconds=started_ago_s), version=F("version") + 1
+        )
     actions.submit_job(c, pool, high, name="c-gang", gpus=4)
     waiting = actions.submit_job(a, pool, normal, name="a-1", gpus=1)
     return cluster, waiting, borrowers
 
 
-@pytest.mark.xfail(strict=True, reason="issue 12: the reclaim livelock (fixed by the next commit)")
+@pytest.fixture
+def race(db):
+    return set_up(started_ago_s=3600)  # past any minimum run time
+
+
 def test_real_rounds_reclaim_once_and_the_beneficiary_starts(race):
     cluster, waiting, borrowers = race
     before = {j.pk: gpu_ids(j) for j in borrowers}
@@ -75,3 +81,27 @@ def test_real_rounds_reclaim_once_and_the_beneficiary_starts(race):
     victim = next(d["job"] for d in rounds[0].decisions if d["kind"] == "preemption")
     assert gpu_ids(waiting) == before[victim]
     assert waiting.pk in {d["job"] for d in rounds[1].decisions if d["kind"] == "placement"}
+
+
+def test_the_preemption_is_recorded_on_its_victim(race):
+    cluster, waiting, borrowers = race
+    before = {j.pk: gpu_ids(j) for j in borrowers}
+    record = run_round(cluster.pk, "round 0")
+    (victim,) = [d["job"] for d in record.decisions if d["kind"] == "preemption"]
+    job = Job.objects.get(pk=victim)
+    assert job.status == "pending"  # the twin: requeued at once
+    assert (job.preempted_for, set(job.preempted_gpus)) == (waiting.pk, before[victim])
+    assert job.preempted_at is not None and job.preempted_at >= record.started
+    snapshot, _ = build_snapshot(cluster.pk)  # and the next round reads it back
+    (request,) = [r for r in snapshot.pending if r.id == victim]
+    assert (request.preempted_for, set(request.preempted_gpus)) == (waiting.pk, before[victim])
+    assert request.preempted_at == job.preempted_at.timestamp()
+
+
+def test_jobs_that_just_started_are_not_reclaimed(db):
+    cluster, waiting, _ = set_up(started_ago_s=None)  # b's jobs started in the setup round, a moment ago
+    record = run_round(cluster.pk, "round 0")
+    assert (record.preempted, record.stats["min_run_protected"]) == (0, 1)
+    # 300 s minimum, a few ms run: "5 min" left.
+    reason = queue_info([cluster.pk])[waiting.pk][1]
+    assert reason.endswith("; may preempt in about 5 min, when the jobs it needs have run their minimum time")
