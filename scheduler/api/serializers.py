@@ -32,7 +32,8 @@ class ImageReferenceField(StrictCharField):
 class JobSerializer(StrictModelSerializer):
     tenant = serializers.CharField(source="tenant.name", read_only=True)
     cluster = serializers.CharField(source="pool.cluster.name", read_only=True)
-    pool = serializers.PrimaryKeyRelatedField(queryset=Pool.objects.all(), required=False)
+    # With its cluster: the answer to a submit names it, and reads nothing after the commit.
+    pool = serializers.PrimaryKeyRelatedField(queryset=Pool.objects.select_related("cluster"), required=False)
     priority_class = serializers.SlugRelatedField(
         slug_field="name", queryset=PriorityClass.objects.all(), required=False
     )

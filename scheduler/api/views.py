@@ -77,7 +77,9 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
     def get_serializer_context(self) -> dict:
         context = super().get_serializer_context()
-        context["queue"] = LazyQueue()
+        # A job just submitted has no place in a round's queue yet; and its answer must not read the database after
+        # the commit: an outage there would answer 503 ("send it again") for a job that is stored.
+        context["queue"] = None if self.action == "create" else LazyQueue()
         return context
 
     def perform_create(self, serializer):
@@ -116,7 +118,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return node
 
     def _default_pool(self, tenant) -> Pool:
-        pools = list(Pool.objects.filter(quotas__tenant=tenant).distinct()[:2])
+        pools = list(Pool.objects.filter(quotas__tenant=tenant).select_related("cluster").distinct()[:2])
         if len(pools) == 1:
             return pools[0]
         raise serializers.ValidationError({"pool": "name the pool (this tenant has quotas in several or none)"})

@@ -93,3 +93,31 @@ def test_a_request_whose_postgresql_backend_is_terminated_answers_503(site):
     assert killed == [True]
     assert (answer.status_code, answer["Retry-After"], answer.json()) == (503, "5", {"detail": DETAIL})
     assert site.api.get(JOBS).status_code == 200  # the next request has a new connection
+
+
+def test_a_submit_whose_database_goes_away_after_the_commit_answers_201(site, monkeypatch):
+    # The chaos run's PostgreSQL fault stored a job and answered 503 ("send it again"): its answer read the job's
+    # place in the queue and its pool's cluster after the commit. Now nothing is read once the job is stored.
+    from scheduler.api import views
+
+    submit_job = views.actions.submit_job
+
+    def then_the_database_goes(*args, **kwargs):
+        job = submit_job(*args, **kwargs)
+        connection.execute_wrappers.append(_refuse_everything)
+        return job
+
+    monkeypatch.setattr(views.actions, "submit_job", then_the_database_goes)
+    try:
+        answer = site.api.post(JOBS, {"name": "late", "gpus": 2, "command": "x"}, format="json")
+    finally:
+        if _refuse_everything in connection.execute_wrappers:
+            connection.execute_wrappers.remove(_refuse_everything)
+    assert answer.status_code == 201, answer.content
+    assert (answer.json()["name"], answer.json()["cluster"], answer.json()["queue_position"]) == (
+        "late", "resilience", None,
+    )  # fmt: skip
+
+
+def _refuse_everything(execute, sql, params, many, context):
+    raise OperationalError("server closed the connection unexpectedly")
