@@ -4,15 +4,15 @@ DRF answers every error in one of two shapes, and the schema says so:
 
 - `ValidationError` (400): field name -> list of messages (a nested field: its own field -> messages object);
   `non_field_errors` for what concerns the request as a whole; `detail` alone for a body that does not parse.
-- `Error` (401, 403, 404, 409, 413, 429, 503): `{"detail": "..."}`.
+- `Error` (401, 403, 404, 409, 413, 415, 422, 429, 503): `{"detail": "..."}`.
 
 A postprocessing hook (SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]) adds, on every operation, the answers any
 request can get before or around its view: 401 (no or a bad token), 403 (not allowed, or a session without its
 CSRF token), 413 (a body over the limit, refused before it is read), 429 (throttled), 503 (the database aborted
 the transaction for a deadlock more times than the bounded retry allows, or a dependency is out of reach:
-clusterctl/errors.py); plus 404 where the path names an object
-and 400 where the request carries input (a body or query parameters). What only some views answer, such as 409
-for a state conflict, each view declares itself with `error_response`.
+clusterctl/errors.py); plus 404 where the path names an object, 400 where the request carries input (a body or
+query parameters) and 415 where it has a body. What only some views answer, such as 409 for a state conflict, each
+view declares itself with `error_response`.
 """
 
 from __future__ import annotations
@@ -69,6 +69,7 @@ NOT_FOUND = "No such object, or not one of yours."
 # Django's forms and DRF's fields refuse NUL in text (ProhibitNullCharactersValidator): a query's text says so.
 NO_NUL = "^[^\\u0000]*$"
 BAD_REQUEST = "The input is invalid; each field in error names its problem."
+UNSUPPORTED_MEDIA = "The body's Content-Type is none this operation reads (or a multipart body that does not parse)."
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -111,6 +112,8 @@ def declare_error_responses(result: dict, generator: Any, request: Any, public: 
                 wanted[404] = NOT_FOUND
             if "requestBody" in operation or any(p.get("in") == "query" for p in parameters):
                 wanted[400] = BAD_REQUEST
+            if "requestBody" in operation:
+                wanted[415] = UNSUPPORTED_MEDIA
             responses = operation.setdefault("responses", {})
             for code, description in wanted.items():
                 declared = responses.get(str(code))

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
+
 from django.conf import settings
+from django.db import IntegrityError
 from django.db.models import Prefetch, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
@@ -34,6 +39,25 @@ from scheduler.validation import check_request
 MAX_LOG_LINES = 1000
 DEFAULT_LOG_LINES = 100
 _CONFLICT = "The job is not in a state this action applies to (e.g. cancelling a job that already ended)."
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+IDEMPOTENCY_PATTERN = r"^[A-Za-z0-9._:-]{1,64}$"
+_IDEMPOTENCY_KEY = OpenApiParameter(
+    IDEMPOTENCY_HEADER,
+    str,
+    OpenApiParameter.HEADER,
+    description=(
+        "Any text of 1-64 letters, digits and . _ : - (a UUID fits) naming this submit: sent again with the same key "
+        "(a retry after a timeout or a 503), the answer is the job already stored for it, with the header "
+        "Idempotent-Replayed: true, and no second job is queued. The same key with a different body is a 422."
+    ),
+    pattern=IDEMPOTENCY_PATTERN,
+)
+_KEY_REUSED = "The Idempotency-Key was used before for a different request (the body differs); nothing was queued."
+
+
+class KeyReused(APIException):
+    status_code = status.HTTP_422_UNPROCESSABLE_ENTITY
+    default_code = "idempotency_key_reused"
 
 
 class Busy(APIException):
@@ -75,6 +99,38 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             exc = Busy("the scheduler is busy (the database aborted the change); send the request again", 1)
         return super().handle_exception(exc)
 
+    @extend_schema(parameters=[_IDEMPOTENCY_KEY], responses={201: JobSerializer, 422: error_response(_KEY_REUSED)})
+    def create(self, request, *args, **kwargs) -> Response:
+        """Queue a job. With an Idempotency-Key header, sending the same request again queues nothing more."""
+        key = request.headers.get(IDEMPOTENCY_HEADER)
+        if key is None:
+            return super().create(request, *args, **kwargs)
+        if not re.fullmatch(IDEMPOTENCY_PATTERN, key):
+            raise serializers.ValidationError(
+                {IDEMPOTENCY_HEADER: ["must be 1-64 letters, digits and . _ : - (for example a UUID)"]}
+            )
+        digest = hashlib.sha256(json.dumps(request.data, sort_keys=True, default=str).encode()).hexdigest()
+        tenant = tenant_of(request.user)
+        if tenant is not None and (stored := self._submitted_as(tenant, key)) is not None:
+            return self._replayed(stored, digest)
+        self._idempotency = (key, digest)
+        try:
+            return super().create(request, *args, **kwargs)
+        except IntegrityError as exc:
+            # The same key sent twice at once: the other request stored it first.
+            if "job_idempotency_key_per_tenant" not in str(exc) or (stored := self._submitted_as(tenant, key)) is None:
+                raise
+            return self._replayed(stored, digest)
+
+    def _submitted_as(self, tenant, key: str) -> Job | None:
+        return self.get_queryset().filter(tenant=tenant, idempotency_key=key).first()
+
+    def _replayed(self, job: Job, digest: str) -> Response:
+        if job.request_digest != digest:
+            raise KeyReused(f"{_KEY_REUSED[:-1]}: it names job {job.pk}")
+        body = self.get_serializer(job, context={**self.get_serializer_context(), "queue": LazyQueue()}).data
+        return Response(body, status=status.HTTP_201_CREATED, headers={"Idempotent-Replayed": "true"})
+
     def get_serializer_context(self) -> dict:
         context = super().get_serializer_context()
         # A job just submitted has no place in a round's queue yet; and its answer must not read the database after
@@ -105,7 +161,10 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         errors = {**check_request(tenant, pool, priority, data), **_launch_errors(data)}
         if errors:
             raise serializers.ValidationError(errors)
-        serializer.instance = actions.submit_job(tenant, pool, priority, actor=str(user), **data)
+        key, digest = getattr(self, "_idempotency", ("", ""))
+        serializer.instance = actions.submit_job(
+            tenant, pool, priority, actor=str(user), idempotency_key=key, request_digest=digest, **data
+        )
 
     def _dataset_node(self, pool: Pool, hostname: str | None):
         if not hostname:

@@ -56,6 +56,10 @@ class Job(models.Model):
     preempted_at = models.DateTimeField(null=True, blank=True)
     preempted_gpus = models.JSONField(default=list, blank=True, help_text="Ids of its GPUs that job takes.")
     version = models.PositiveIntegerField(default=0, help_text="Bumped on every change: stale decisions are refused.")
+    # The client's Idempotency-Key header of the submit, and a digest of its body: the same key sent again (a retry
+    # after a timeout or a 503) answers with this job instead of queueing a second one (docs/api.md).
+    idempotency_key = models.CharField(max_length=64, blank=True, default="")
+    request_digest = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         ordering = ["-id"]
@@ -70,6 +74,11 @@ class Job(models.Model):
                 condition=models.Q(nodes__isnull=True, gpus_per_node__isnull=True)
                 | models.Q(nodes__gte=1, gpus_per_node__gte=1),
                 name="job_gang_shape_complete",
+            ),
+            models.UniqueConstraint(
+                fields=["tenant", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="job_idempotency_key_per_tenant",
             ),
         ]
 

@@ -204,6 +204,14 @@ def test_every_operation_declares_the_errors_any_request_can_get(schema):
             assert "404" in codes, (method, path)
         if "requestBody" in operation or any(p["in"] == "query" for p in operation.get("parameters", [])):
             assert "400" in codes, (method, path)
+        if "requestBody" in operation:
+            assert "415" in codes, (method, path)
+
+
+def test_a_body_that_is_not_one_the_operation_reads_is_refused_with_415(operator_api, cluster):
+    resp = operator_api.post("/api/v1/clusters/", data=b"<x/>", content_type="application/xml")
+    assert resp.status_code == 415
+    assert resp.json() == {"detail": 'Unsupported media type "application/xml" in request.'}
 
 
 def test_errors_are_declared_with_their_body_shapes(schema):
@@ -211,7 +219,7 @@ def test_errors_are_declared_with_their_body_shapes(schema):
     body = {code: r["content"]["application/json"]["schema"]["$ref"] for code, r in responses.items() if code != "200"}
     assert body == {
         "400": "#/components/schemas/ValidationError",
-        **{code: "#/components/schemas/Error" for code in ("401", "403", "404", "409", "413", "429", "503")},
+        **{code: "#/components/schemas/Error" for code in ("401", "403", "404", "409", "413", "415", "429", "503")},
     }
     assert "Retry-After" in responses["429"]["headers"] and "Retry-After" in responses["503"]["headers"]
 
