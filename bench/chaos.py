@@ -51,6 +51,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -67,6 +68,7 @@ from scheduler.invariants import DOUBLE_HOLD  # noqa: E402
 
 CLUSTER = "chaos"
 JOB_PREFIX = "chaos-"
+SUBMIT_TRIES = 4  # a submit answered 503 or not at all is sent again, with its Idempotency-Key
 FINISHED = ("completed", "failed", "cancelled")
 IN_FLIGHT = ("admitted", "running", "migrating", "preempted")
 NODE_RULES = ("node_unreachable", "node_down")
@@ -578,11 +580,13 @@ class Load:
             self.local.session = requests.Session()
         return self.local.session
 
-    def _call(self, kind: str, method: str, path: str, tenant: str, body: dict | None = None):
+    def _call(self, kind: str, method: str, path: str, tenant: str, body: dict | None = None, key: str = ""):
         import requests
 
         started, t0 = time.time(), time.monotonic()
         headers = {"Authorization": self.tokens[tenant], "Accept": "application/json"}
+        if key:
+            headers["Idempotency-Key"] = key
         try:
             resp = self._session().request(
                 method, self.base_url + path, json=body, headers=headers, timeout=self.plan.http_timeout_s
@@ -595,8 +599,17 @@ class Load:
         return resp
 
     def _submit(self, tenant: str, body: dict, cancel_after: float | None, cancels: list) -> None:
+        # As a careful client does (docs/api.md): one Idempotency-Key per job, the same request again after a 503 or
+        # no answer, so a job stored whose answer was lost is neither lost nor queued twice.
         self.sent_names[body["name"]] = time.time()
-        resp = self._call("submit", "POST", "/api/v1/jobs/", tenant, body)
+        key = uuid.uuid4().hex
+        for attempt in range(SUBMIT_TRIES):
+            resp = self._call("submit", "POST", "/api/v1/jobs/", tenant, body, key=key)
+            if resp is not None and resp.status_code != 503:
+                break
+            if attempt + 1 < SUBMIT_TRIES and not self.stop_event.is_set():
+                wait = resp.headers.get("Retry-After", "1") if resp is not None else "1"
+                time.sleep(min(float(wait) if wait.isdigit() else 1.0, 5.0))
         if resp is not None and resp.status_code == 201:
             job_id = int(resp.json()["id"])
             self.submitted[job_id] = (tenant, time.time())
@@ -1138,7 +1151,14 @@ def retry_later_outside_faults(calls: list[Call], phases: list[Phase], margin_s:
     """The 503s sent neither while a fault lasted (from its start to its end) nor within margin_s after it. The
     baseline (phase "0") is no fault."""
     windows = [(p.start, p.end + margin_s) for p in phases if p.name != "0"]
-    return [c for c in calls if c.status == 503 and not any(lo <= c.at <= hi for lo, hi in windows)]
+    # A request in flight when the fault began (sent just before it, answered during it) is the fault's too.
+    return [c for c in calls if c.status == 503 and not any(lo <= c.at + c.took and c.at <= hi for lo, hi in windows)]
+
+
+def stored_twice(jobs: list[dict], names_sent: set[str]) -> list[str]:
+    """The names the load sent once (each submit its own name) that are stored as more than one job."""
+    stored = Counter(j["name"] for j in jobs if j["name"] in names_sent)
+    return sorted(name for name, n in stored.items() if n > 1)
 
 
 def summarise(
@@ -1168,6 +1188,7 @@ def summarise(
     unanswered = [c for c in api if c.status is None]
     node_alerts = [a for a in alerts if a[0] in NODE_RULES]
     stored_unanswered = sorted(j["id"] for j in jobs if j["id"] not in submitted and j["name"] in names_sent)
+    duplicates = stored_twice(jobs, names_sent)
     faults = []
     for p in phases:
         until = p.until or float("inf")
@@ -1203,13 +1224,19 @@ def summarise(
         "lost": outcome["lost"],
         "api_5xx": len(server_errors),
         "api_503_outside_faults": len(stray_retry_later),
+        "jobs_stored_twice": len(duplicates),
         "gpus_held_twice": held_twice,
         "other_invariant_violations": other,
         "false_node_alerts": len(node_alerts),
     }
     return {
         "plan": {**dataclasses.asdict(plan), "stall_s": plan.stall_s, "rate_per_s": round(plan.rate_per_s, 3)},
-        "jobs": {"submitted": len(submitted), **outcome, "stored_without_answer": stored_unanswered[:20]},
+        "jobs": {
+            "submitted": len(submitted),
+            **outcome,
+            "stored_without_answer": stored_unanswered[:20],
+            "stored_twice": duplicates[:20],
+        },
         "api": {
             "requests": len(api),
             "by_kind": dict(Counter(c.kind for c in api)),
@@ -1300,6 +1327,7 @@ def report(fig: dict[str, Any]) -> str:
         row("  running at the end", j["running"]),
         row("  pending with a reason at the end", j["pending_with_reason"]),
         row("  lost", j["lost"], "lost"),
+        row("  stored twice (a retried submit queued again)", must["jobs_stored_twice"], "jobs_stored_twice"),
         row("API requests", api["requests"]),
         row("  server errors (500, any 5xx but 503)", api["server_errors"], "api_5xx"),
         row("  retry later (503 with Retry-After)", api["retry_later"])

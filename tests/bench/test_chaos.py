@@ -95,6 +95,13 @@ def test_a_503_counts_against_the_run_only_outside_a_fault_and_its_margin():
     assert [c.at for c in stray] == [120.0, 144.5, 200.0]
 
 
+def test_a_503_to_a_request_sent_just_before_a_fault_and_answered_during_it_is_the_faults():
+    postgres = chaos.Phase("3", "terminate backends", start=130.0, end=133.0)
+    in_flight = chaos.Call(129.9, 0.3, "submit", 503)  # answered at 130.2, inside the fault
+    answered_before = chaos.Call(129.0, 0.5, "submit", 503)  # answered at 129.5, before it
+    assert chaos.retry_later_outside_faults([in_flight, answered_before], [postgres], 10.0) == [answered_before]
+
+
 def test_an_html_error_page_is_reported_by_its_title():
     page = '\n<!doctype html>\n<html lang="en">\n<head>\n  <title>Server Error (500)</title>\n</head><body></body>'
     assert chaos.brief(page) == "Server Error (500)"
@@ -112,3 +119,13 @@ def test_the_short_chaos_run_completes_and_reports_every_figure(tmp_path):
     assert [f["fault"] for f in fig["faults"]] == ["0", "1", "2", "3", "4", "5", "6"]
     assert fig["jobs"]["submitted"] > 0 and fig["invariants"]["checks"] > 0
     assert proc.returncode == (0 if fig["passed"] else 1)
+
+
+def test_a_name_stored_as_two_jobs_is_a_submit_queued_twice():
+    jobs = [
+        {"id": 1, "name": "chaos-1"},
+        {"id": 2, "name": "chaos-2"},
+        {"id": 3, "name": "chaos-1"},
+        {"id": 4, "name": "x"},
+    ]
+    assert chaos.stored_twice(jobs, {"chaos-1", "chaos-2"}) == ["chaos-1"]
