@@ -123,7 +123,7 @@ def import_fabric(
     """
     cluster = get_or_create_cluster(cluster_name)
     # Serialise imports of one cluster (a row lock on PostgreSQL; SQLite locks the whole file anyway).
-    Cluster.objects.select_for_update().filter(pk=cluster.pk).first()
+    Cluster.objects.select_for_update(no_key=True).filter(pk=cluster.pk).first()
     now = timezone.now()
     summary = ImportSummary(cluster=cluster.name, format=fmt)
     changes = summary.changes
@@ -470,7 +470,7 @@ def set_node_state(nodes: Iterable[Node], state: str, reason: str = "") -> int:
     if state not in NodeState.values:
         raise ActionError(f"unknown node state {state!r}; use one of {', '.join(NodeState.values)}")
     rows = list(
-        Node.objects.select_for_update()
+        Node.objects.select_for_update(no_key=True)
         .filter(pk__in=[n.pk for n in nodes])
         .exclude(state=state)
         .values_list("pk", "cluster_id")

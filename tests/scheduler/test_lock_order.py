@@ -112,3 +112,24 @@ def test_a_round_that_requeues_and_places_leaves_every_row_its_jobs_refer_to_loc
     running.refresh_from_db()
     waiting.refresh_from_db()
     assert (running.status, waiting.status) == ("pending", "running")  # the round did both
+
+
+def test_draining_nodes_leaves_them_and_their_cluster_lockable_for_key_share(cluster):
+    # A drain locked its nodes FOR UPDATE: a GPU or launch row referring to a node waited for it at COMMIT.
+    node = cluster.nodes.order_by("hostname").first()
+    rows = {"node": ("fabric_node", "id", node.pk), "cluster": ("fabric_cluster", "id", cluster.pk)}
+    with held(lambda: fabric_actions.set_node_state([node], "drain", "maintenance")):
+        assert refused(rows) == []
+
+
+def test_an_import_leaves_its_cluster_lockable_for_key_share(cluster):
+    # An import serialises on its cluster row; FOR UPDATE there made every alert, node or pool insert of that
+    # cluster wait for the whole import (seconds on a large fabric).
+    from pathlib import Path
+
+    from fabric.importers.ibnetdiscover import parse_ibnetdiscover
+    from tests.fabric.test_import_fabric import SX6036
+
+    parsed = parse_ibnetdiscover(Path(SX6036).read_text())
+    with held(lambda: fabric_actions.import_fabric(cluster.name, parsed, fmt="ibnetdiscover")):
+        assert refused({"cluster": ("fabric_cluster", "id", cluster.pk)}) == []
