@@ -27,7 +27,13 @@ from scheduler.core.backfill import HeldReservation, hold_reservation, plan_rese
 from scheduler.core.failures import broken_jobs
 from scheduler.core.migration import plan_migrations
 from scheduler.core.placement import JobCtx, Placer
-from scheduler.core.policies import PolicyContext, PriorityFairSharePolicy, QueuePolicy, effective_priority
+from scheduler.core.policies import (
+    PolicyContext,
+    PriorityFairSharePolicy,
+    QueuePolicy,
+    ServiceRank,
+    effective_priority,
+)
 from scheduler.core.preemption import VictimIndex, block_gpus, plan_preemption, unblock_gpus, victim_index
 from scheduler.core.quotas import QuotaBook, QuotaVerdict
 from scheduler.core.state import ClusterState
@@ -131,7 +137,13 @@ class _Round:
             if job.id not in seen:
                 seen.add(job.id)
                 pending.append(job)
-        pctx = PolicyContext(self.tenants, running_gpus, self.cfg.fairshare_horizon_h, snap.now)
+        cfg = self.cfg
+        self.service = (
+            ServiceRank(cfg.service_quantum_gpu_s, cfg.service_base, cfg.service_levels, cfg.service_aging_s)
+            if cfg.service_order
+            else None
+        )
+        pctx = PolicyContext(self.tenants, running_gpus, cfg.fairshare_horizon_h, snap.now, self.service)
         ordered = self.policy.order(pending, pctx)
         self.dec.queue_order = [j.id for j in ordered]
         self.counters["pending"] = len(ordered)
@@ -236,6 +248,29 @@ class _Round:
                 borrowers.setdefault(req.pool, set()).add(req.tenant)
         stopping_before = set(st.stopping)
         stopping_checked: set[tuple] = set()
+        # Least attained service between equals: per (tenant, pool, priority) the highest service level of a
+        # running job that could give way to a job of its own line (none: nobody tries).
+        svc_max: dict[tuple, int] = {}
+        svc = self.service if cfg.service_preemption else None
+        if svc is not None:
+            for jid, rj in st.running.items():
+                req = rj.request
+                if not req.preemptible or jid in st.stopping:
+                    continue
+                k3 = (req.tenant, req.pool, effective_priority(req, tenants))
+                r = svc.level(req)
+                if r > svc_max.get(k3, -1):
+                    svc_max[k3] = r
+
+        def service_floor(job: JobRequest, prio: int) -> int | None:
+            """The service level a running job of this job's own line must be at to give way to it."""
+            if svc is None:
+                return None
+            top = svc_max.get((job.tenant, job.pool, prio))
+            if top is None:
+                return None
+            floor = (0 if svc.starving(job, now) else svc.level(job)) + 1
+            return floor if top >= floor else None
 
         def process(job: JobRequest, cacheable: bool) -> None:
             """One job's turn. `cacheable`: its outcome may stand for its equivalence class (False for a
@@ -261,6 +296,27 @@ class _Round:
             if not verdict.ok:
                 reasons_out[jid] = verdict.reason
                 counters["quota_blocked"] += 1
+                # Its tenant's own longer jobs may give way to it (least attained service).
+                p0 = job.priority
+                prio0 = p0 if p0 <= maxp.get(job.tenant, big) else maxp.get(job.tenant, big)
+                floor0 = service_floor(job, prio0)
+                if (
+                    floor0 is not None
+                    and counters["preemption_attempts"] < cfg.max_preemption_attempts
+                    and counters["victims"] < cfg.max_victims_per_round
+                ):
+                    counters["preemption_attempts"] += 1
+                    res_list0 = pool_res.get(pool)
+                    avoid0 = {g for r in res_list0 for g in r.gpu_ids} if res_list0 else frozenset()
+                    msg = self._preempt(job, ctx, verdict, prio0, avoid0, floor0, entry[2])
+                    if msg is not None:
+                        reasons_out[jid] = msg
+                        if not backfill:
+                            pool_blocker.setdefault(pool, jid)
+                        return
+                    note0 = self._min_run_wait.pop(jid, None)
+                    if note0 is not None:
+                        reasons_out[jid] = reasons.min_run_wait(verdict.reason or "", note0)
                 return
             res_list = pool_res.get(pool)
             if res_list:
@@ -310,6 +366,9 @@ class _Round:
             if not may_preempt and verdict.in_quota:
                 b = borrowers.get(pool)
                 may_preempt = bool(b) and (len(b) > 1 or job.tenant not in b)
+            floor = service_floor(job, prio)
+            if floor is not None:
+                may_preempt = True
             if (
                 may_preempt
                 and counters["preemption_attempts"] < cfg.max_preemption_attempts
@@ -326,7 +385,7 @@ class _Round:
                         if not backfill:
                             pool_blocker.setdefault(pool, jid)
                         return
-                pkey = (key, prio, verdict.in_quota, job.tenant)
+                pkey = (key, prio, verdict.in_quota, job.tenant, floor)
                 if pkey not in preempt_fail:
                     counters["preemption_attempts"] += 1
                     # A job that may not delay the pool's reservations may not take their planned GPUs either,
@@ -336,7 +395,7 @@ class _Round:
                         if res_list and not short
                         else frozenset()
                     )
-                    msg = self._preempt(job, ctx, verdict, prio, avoid)
+                    msg = self._preempt(job, ctx, verdict, prio, avoid, floor)
                     if msg is not None:
                         reasons_out[jid] = msg
                         if not backfill:
@@ -386,7 +445,7 @@ class _Round:
             if jid not in claims:
                 continue
             unblock_gpus(st, blocked.pop(jid))
-            outcome = self._claimant(job, jid in waits, stopping_before)
+            outcome = self._claimant(job, waits.get(jid, ()), stopping_before)
             if outcome is None:  # all its victims are gone and it still cannot start: the GPUs are nobody's
                 counters["claims_dropped"] += 1
                 continue
@@ -409,17 +468,17 @@ class _Round:
 
     def _claims(
         self, ordered: list[JobRequest]
-    ) -> tuple[dict[int, list[int]], set[int], dict[int, tuple[int, tuple[int, ...]]]]:
+    ) -> tuple[dict[int, list[int]], dict[int, list[int]], dict[int, tuple[int, tuple[int, ...]]]]:
         """What earlier preemptions left for this round, from the victims' records (`JobRequest.preempted_*`):
         * claims: waiting beneficiary -> GPUs freed (or being freed) for it: those of its victims that are
           still stopping, and of victims requeued within `Config.preemption_claim_s` of their preemption;
-        * waits: beneficiaries with a victim still stopping;
+        * waits: beneficiaries with a victim still stopping -> those victims;
         * kept_off: waiting victim -> (its beneficiary, the GPUs it may not take while that one waits)."""
         st, cfg = self.state, self.cfg
         now = st.now
         waiting = {j.id for j in ordered}
         claims: dict[int, set[int]] = {}
-        waits: set[int] = set()
+        waits: dict[int, list[int]] = {}
         kept_off: dict[int, tuple[int, tuple[int, ...]]] = {}
         for j in ordered:
             b = j.preempted_for
@@ -436,35 +495,57 @@ class _Round:
             fresh = req.preempted_at is not None and req.preempted_at >= rj.started_at
             if b in waiting and req.preempted_gpus and fresh:
                 claims.setdefault(b, set()).update(req.preempted_gpus)
-                waits.add(b)
+                waits.setdefault(b, []).append(jid)
         return {b: sorted(g) for b, g in claims.items()}, waits, kept_off
 
-    def _claimant(self, job: JobRequest, waits: bool, stopping: set[int]) -> str | None:
+    def _claimant(self, job: JobRequest, victims: list[int] | tuple[int, ...], stopping: set[int]) -> str | None:
         """A beneficiary of an earlier preemption, before the queue: "placed" on the GPUs freed for it (or
         better ones), "waiting" (with its placement held) when it fits once its victims still stopping are
-        gone, None when it cannot start either way (quota, the cluster changed): then it takes its turn."""
+        gone, None when it cannot start either way (quota, the cluster changed): then it takes its turn.
+        `victims`: its victims still stopping; their quota is its (they leave for it), so the quota is checked
+        without them, and a waiting claimant holds its own share of the quota from now on."""
         placer, cfg = self.placer, self.cfg
         ctx, _ = placer.context(job)
         if ctx is None:
             return None
-        verdict = self.book.check(job, need_equiv(ctx))
+        freed = self._refund(victims)
+        need = need_equiv(ctx)
+        verdict = self.book.check(job, need)
         if not verdict.ok:
+            self._recharge(freed)
             return None
         cand = placer.find(ctx)
         if cand is not None:
             self._place(job, ctx, cand, verdict)
             self.counters["claims_started"] += 1
             return "placed"
-        if not waits:
+        if not victims:
             return None
         reason = placer.fail_reason(ctx)
         cand = self._fits_after_stopping(ctx, stopping)
         if cand is None:
+            self._recharge(freed)
             return None
         held = hold_reservation(placer, job.id, self.state.now + cfg.preemption_grace_s, cand, job.pool)
         self.dec.reservations.append(Reservation(job.id, held.start_at, held.gpu_ids, held.nodes))
         self.dec.pending_reasons[job.id] = reasons.waiting_for_stopping(reason)
+        self.book.charge(job.tenant, job.pool, need)
         return "waiting"
+
+    def _refund(self, victims) -> list[tuple[str, int, float]]:
+        """Take stopping (or just preempted) jobs off their tenants' quota usage for the rest of the round."""
+        st = self.state
+        out = []
+        for vid in victims:
+            req = st.running[vid].request
+            eq = sum(st.share_equiv(g, sh) for g, sh in st.job_gpus.get(vid, ()))
+            self.book.refund(req.tenant, req.pool, eq)
+            out.append((req.tenant, req.pool, eq))
+        return out
+
+    def _recharge(self, freed: list[tuple[str, int, float]]) -> None:
+        for tenant, pool, eq in freed:
+            self.book.charge(tenant, pool, eq)
 
     def _place(self, job: JobRequest, ctx: JobCtx, cand, verdict: QuotaVerdict) -> None:
         placement = self.placer.commit(job, ctx, cand, borrowed=verdict.borrowed)
@@ -516,8 +597,17 @@ class _Round:
         verdict: QuotaVerdict,
         prio: int,
         avoid: frozenset[int] | set[int],
+        service_floor: int | None = None,
+        quota_need: float | None = None,
     ) -> str | None:
+        """Preempt for `job`. `service_floor`: running jobs of its own tenant, pool and priority at this service
+        level or above may give way too (least attained service), when their expected remaining time beats
+        `service_preempt_pays` x their checkpoint and restart cost. `quota_need`: the job is blocked by its
+        tenant's quota, so only such jobs may give way, and only if they free enough of it."""
         st, placer, cfg = self.state, self.placer, self.cfg
+        svc = self.service
+        move_s = cfg.restart_overhead_s
+        pays = cfg.service_preempt_pays
         tenants = self.tenants
         running = st.running
         now = st.now
@@ -531,11 +621,21 @@ class _Round:
             if not req.preemptible:
                 return False
             vprio = effective_priority(req, tenants)
-            if verdict.in_quota:
+            if quota_need is not None:
+                ok = False
+            elif verdict.in_quota:
                 ok = vprio < prio or (rj.borrowed and req.tenant != job.tenant and req.pool == job.pool)
             else:
                 # A borrowing job takes nothing from another tenant's guaranteed share.
                 ok = vprio < prio and (rj.borrowed or req.tenant == job.tenant)
+            if not ok and service_floor is not None and svc is not None:
+                ok = (
+                    req.tenant == job.tenant
+                    and req.pool == job.pool
+                    and vprio == prio
+                    and svc.level(req) >= service_floor
+                    and svc.remaining_s(req) > pays * (req.checkpoint_cost_s + move_s)
+                )
             if not ok or min_run <= 0 or (exempt and vprio < prio):
                 return ok
             last = rj.started_at if rj.last_migrated_at is None else max(rj.started_at, rj.last_migrated_at)
@@ -557,6 +657,12 @@ class _Round:
                     self._min_run_wait[job.id] = max(young.get(v, 0.0) for v in later[0])
             return None
         victims, cand = plan
+        if quota_need is not None:
+            freed = sum(st.share_equiv(g, sh) for v in victims for g, sh in st.job_gpus[v])
+            book = self.book
+            lim = book.limits(job.tenant, job.pool)
+            if lim is None or book.usage(job.tenant, job.pool) - freed + quota_need > lim[0] + lim[1] + 1e-9:
+                return None
         if cand.shares is not None:
             used = {g.id for g, _ in cand.shares}
         else:
@@ -567,6 +673,8 @@ class _Round:
             vprio = effective_priority(rj.request, tenants)
             if vprio < prio:
                 why = f"priority {prio} over {vprio}"
+            elif rj.request.tenant == job.tenant:
+                why = "least attained service: it has had more GPU time"
             else:
                 why = f"reclaiming GPUs tenant {rj.request.tenant} borrowed"
             why_parts.append(why)
@@ -574,6 +682,9 @@ class _Round:
             self.dec.preemptions.append(Preemption(vid, job.id, reasons.preempted(job.id, why), taken))
             st.stopping.add(vid)
         self.counters["victims"] += len(victims)
+        # The victims' quota is the preemptor's from now on: later jobs of this round do not take it.
+        self._refund(victims)
+        self.book.charge(job.tenant, job.pool, need_equiv(ctx))
         # The preemptor's GPUs are held for it (not a backfill window: short jobs do not get them).
         held = hold_reservation(placer, job.id, st.now + self.cfg.preemption_grace_s, cand, job.pool)
         self.dec.reservations.append(Reservation(job.id, held.start_at, held.gpu_ids, held.nodes))

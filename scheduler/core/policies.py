@@ -23,6 +23,7 @@ policies break ties by `queue_seq` (a job's original place in line, kept across 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Protocol
@@ -36,6 +37,57 @@ class PolicyContext:
     running_gpus: dict[str, float] = field(default_factory=dict)  # tenant -> GPU-equivalents running now
     fairshare_horizon_h: float = 1.0
     now: float = 0.0
+    service: ServiceRank | None = None  # within a tenant: rank by expected remaining service (None: queue_seq)
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceRank:
+    """How one tenant's jobs of one priority class are ordered, and which of its running jobs may give way
+    to which (docs/scheduler.md, "Queue order").
+
+    level: least attained service in discrete levels (Tiresias' LAS, exponentially growing queues): 0 below
+    `quantum_gpu_s` GPU-seconds received, then one more each time the service grows `base`-fold, at most
+    `levels` - 1. A lower level goes first; a running job may give way to a job at least one level below.
+    Inside a level, jobs with an estimate they have not run past go first, shortest expected remaining
+    GPU-seconds first (gpus x (estimate - time run): SRPT on GPU-time, Smith's rule), then the others
+    (no estimate, or past it) in their order of submission. A job that has waited `aging_s` or more
+    (queue time, not counting time it ran) goes to level 0, before the others there: nothing starves."""
+
+    quantum_gpu_s: float = 600.0
+    base: float = 4.0
+    levels: int = 3
+    aging_s: float = 0.0  # 0: no aging
+
+    def level(self, job: JobRequest) -> int:
+        a = job.attained_gpu_s
+        q = self.quantum_gpu_s
+        if a < q or q <= 0 or self.levels <= 1:
+            return 0
+        return min(self.levels - 1, 1 + int(math.log(a / q) / math.log(self.base) + 1e-9))
+
+    def remaining_s(self, job: JobRequest) -> float:
+        """Expected seconds left: the rest of its estimate, else as long again as it has run (a job that ran
+        long is likely long: the decreasing hazard least-attained-service rests on)."""
+        ran = job.attained_gpu_s / max(1, job.gpus)
+        est = job.est_runtime_s
+        if est is not None and est > ran:
+            return est - ran
+        return ran
+
+    def starving(self, job: JobRequest, now: float) -> bool:
+        if self.aging_s <= 0:
+            return False
+        return now - job.submitted_at - job.attained_gpu_s / max(1, job.gpus) >= self.aging_s
+
+    def key(self, job: JobRequest, now: float) -> tuple[int, int, float]:
+        if self.starving(job, now):
+            return (0, -1, 0.0)
+        g = max(1, job.gpus)
+        ran = job.attained_gpu_s / g
+        est = job.est_runtime_s
+        if est is not None and est > ran:
+            return (self.level(job), 0, g * (est - ran))
+        return (self.level(job), 1, 0.0)
 
 
 class QueuePolicy(Protocol):
@@ -88,11 +140,18 @@ class PriorityFairSharePolicy:
             entitlement[name] = weight * max(1.0, guaranteed)
             charge[name] = (t.usage_decayed if t else 0.0) + ctx.running_gpus.get(name, 0.0) * horizon
         out: list[JobRequest] = []
+        svc = ctx.service
+        if svc is not None:
+            now = ctx.now
+            memo = {j.id: (*svc.key(j, now), j.queue_seq, j.id) for j in jobs}
+            within = lambda j: memo[j.id]  # noqa: E731
+        else:
+            within = _seq
         for prio in sorted(by_prio, reverse=True):
             per_tenant = by_prio[prio]
             if len(per_tenant) == 1:
                 ((name, lst),) = per_tenant.items()
-                lst.sort(key=_seq)
+                lst.sort(key=within)
                 out.extend(lst)
                 charge[name] += sum(j.gpus for j in lst) * horizon
                 continue
@@ -100,7 +159,7 @@ class PriorityFairSharePolicy:
             # the tenants' lines by that key is what a heap over tenants would pop, in one sort.
             keyed: list[tuple[float, int, int, JobRequest]] = []
             for name, lst in per_tenant.items():
-                lst.sort(key=_seq)
+                lst.sort(key=within)
                 c = charge[name]
                 e = entitlement[name]
                 for j in lst:

@@ -249,6 +249,20 @@ class Config:
     # How long after a preemption its beneficiary has first call on the freed GPUs (placed before the queue),
     # on top of the time its victims still take to stop.
     preemption_claim_s: float = 300.0
+    # Within one tenant and priority class (docs/scheduler.md, "Queue order"): least attained service in levels
+    # (service_quantum_gpu_s, x service_base each, service_levels of them), inside a level jobs with an estimate
+    # by expected remaining GPU-seconds, then the others in submission order; a job queued service_aging_s
+    # (0: never) goes to the front. False: submission order.
+    service_order: bool = True
+    service_quantum_gpu_s: float = 600.0
+    service_base: float = 4.0
+    service_levels: int = 3
+    service_aging_s: float = 0.0
+    # A blocked job may preempt a running job of its own tenant and priority at a higher service level (after
+    # the victim's minimum run time), when the victim's expected remaining time beats its checkpoint and
+    # restart cost by service_preempt_pays.
+    service_preemption: bool = True
+    service_preempt_pays: float = 2.0
     borrow_without_quota: bool = True  # a tenant with no quota in a pool may borrow idle GPUs there
     fairshare_horizon_h: float = 1.0  # GPU-hours charged per queued GPU while interleaving tenants
     max_candidates: int = 24  # placements scored per job (the best found so far wins)

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING
 
 from fabric.topology.types import Fabric
 from scheduler.core import schedule
+from scheduler.core.policies import ServiceRank
 from scheduler.core.topology import build_topology
 from scheduler.core.types import (
     Config,
@@ -76,6 +77,7 @@ class EnginePolicy:
         self.rounds = 0
         self._seen = -1  # simulator state version at the end of the last round
         self._last_round = -math.inf
+        self._due = math.inf  # see _next_due
 
     def bind(self, sim: Simulator) -> None:
         self.sim = sim
@@ -99,6 +101,8 @@ class EnginePolicy:
         self.tenants = [TenantState(TENANT, {POOL: Quota(float(c.n_gpus), 0.0)})]
         self._nodes = nodes
         self._ck = {}
+        # The record production keeps on a preempted job (scheduler/actions/apply.py): for whom, when, which GPUs.
+        self._preempted: dict[int, tuple[int, float, tuple[int, ...]]] = {}
 
     # ------------------------------------------------------------------ snapshot
 
@@ -108,6 +112,7 @@ class EnginePolicy:
         ck = self._ck.get(job.id)
         if ck is None:
             ck = self._ck[job.id] = sim.params.checkpoint_s(job.grad_bytes)
+        pre = self._preempted.get(job.id)
         return JobRequest(
             id=job.id,
             tenant=TENANT,
@@ -124,6 +129,9 @@ class EnginePolicy:
             allreduce_bytes=job.grad_bytes if job.gpus > 1 else None,
             step_compute_s=job.work_item.step_compute_s * self._ref,
             name=job.job.name,
+            preempted_for=pre[0] if pre else None,
+            preempted_at=pre[1] if pre else None,
+            preempted_gpus=pre[2] if pre else (),
         )
 
     def snapshot(self, now: float) -> Snapshot:
@@ -180,8 +188,18 @@ class EnginePolicy:
     def on_event(self, now: float, arrived: list[JobState], finished: list[JobState]) -> None:
         sim = self.sim
         assert sim is not None
-        if sim.version == self._seen and not self.decided and not self._holddown_due(now):
+        if sim.version == self._seen and not self.decided and not self._holddown_due(now) and now < self._due:
             return  # an idle periodic round: nothing changed since a round that decided nothing
+        # A victim that stopped at once (network model off: checkpoints are free) is requeued, and production
+        # requests a round on requeue: its beneficiary starts in that round, not one period later.
+        for _ in range(2):
+            if not self._round(now):
+                break
+
+    def _round(self, now: float) -> bool:
+        """One engine round; True when a preemption released its victims at once."""
+        sim = self.sim
+        assert sim is not None
         self.rounds += 1
         dec = schedule(self.snapshot(now))
         by_id = {j.id: j for j in sim.jobs}
@@ -190,10 +208,13 @@ class EnginePolicy:
             j = by_id[vid]
             if j.status == RUNNING:
                 sim.preempt(j)
+        released = False
         for p in dec.preemptions:
             j = by_id[p.job_id]
             if j.status == RUNNING:
                 sim.preempt(j, checkpoint_in_place=True)
+                self._preempted[j.id] = (p.for_job, now, p.gpu_ids)
+                released = released or j.status == PENDING
         for m in dec.migrations:
             j = by_id[m.job_id]
             if j.status == RUNNING:
@@ -204,6 +225,52 @@ class EnginePolicy:
         self.decided = bool(dec.preemptions or dec.migrations or dec.placements or dec.requeues)
         self._seen = sim.version
         self._last_round = now
+        self._due = math.inf if self.decided else self._next_due(now)
+        return released
+
+    def _next_due(self, now: float) -> float:
+        """The first time after `now` when a rule of the engine that depends on time alone could decide
+        differently with nothing else changed, so that skipping idle rounds until then changes nothing: a
+        running job above the lowest waiting job's service level passes its minimum run time, or has run
+        long enough for its preemption to pay; a running job reaches a service level above it; a waiting job
+        ages; a preemption's first call on its GPUs runs out."""
+        sim, cfg = self.sim, self.config
+        assert sim is not None
+        due = math.inf
+        for _for, at, _gpus in self._preempted.values():
+            if at + cfg.preemption_claim_s > now:
+                due = min(due, at + cfg.preemption_claim_s)
+        pending = [j for j in sim.jobs if j.status == PENDING]
+        if not pending or not cfg.service_order:
+            return due
+        rank = ServiceRank(cfg.service_quantum_gpu_s, cfg.service_base, cfg.service_levels, cfg.service_aging_s)
+        if cfg.service_aging_s > 0:
+            for j in pending:
+                t = j.submit + j.attained_gpu_s / j.gpus + cfg.service_aging_s
+                if t > now:
+                    due = min(due, t)
+        if not cfg.service_preemption:
+            return due
+        low = min(0 if rank.starving(self._request(j), now) else rank.level(self._request(j)) for j in pending)
+        q, b = cfg.service_quantum_gpu_s, cfg.service_base
+        thresholds = [q * b**k for k in range(max(0, cfg.service_levels - 1))] if q > 0 else []
+        for j in sim.running.values():
+            level = rank.level(self._request(j))
+            for thr in thresholds:  # the next level it reaches, if that puts it above the lowest waiting job
+                if thr > j.attained_gpu_s:
+                    if thresholds.index(thr) + 1 > low:
+                        due = min(due, now + (thr - j.attained_gpu_s) / j.gpus)
+                    break
+            if level <= low:
+                continue
+            last = j.last_start if j.last_migrated is None else max(j.last_start or 0.0, j.last_migrated)
+            if last is not None and last + cfg.preemption_min_run_s > now:
+                due = min(due, last + cfg.preemption_min_run_s)
+            pays = cfg.service_preempt_pays * (self._ck.get(j.id, 0.0) + cfg.restart_overhead_s)
+            ran = j.attained_gpu_s / j.gpus
+            if ran < pays and j.est_runtime_s is None:
+                due = min(due, now + pays - ran)
+        return due
 
     def _holddown_due(self, now: float) -> bool:
         last = self._last_round

@@ -1,11 +1,11 @@
 """Queue policies: FIFO, priority + fair share (default), LAS; pluggable and deterministic."""
 
 from scheduler.core import FifoPolicy, LasPolicy, PriorityFairSharePolicy, policy_by_name, schedule
-from scheduler.core.policies import PolicyContext
+from scheduler.core.policies import PolicyContext, ServiceRank
 from scheduler.core.types import JobRequest, Quota, TenantState
 
 
-def job(jid, tenant="a", prio=50, seq=None, gpus=1, attained=0.0):
+def job(jid, tenant="a", prio=50, seq=None, gpus=1, attained=0.0, est=None, submitted=0.0):
     return JobRequest(
         id=jid,
         tenant=tenant,
@@ -14,6 +14,8 @@ def job(jid, tenant="a", prio=50, seq=None, gpus=1, attained=0.0):
         priority=prio,
         queue_seq=seq if seq is not None else jid,
         attained_gpu_s=attained,
+        est_runtime_s=est,
+        submitted_at=submitted,
     )
 
 
@@ -120,3 +122,68 @@ def test_schedule_uses_the_given_policy():
     assert schedule(b.snapshot()).placements[0].job_id == 2
     d = schedule(b.snapshot(), policy=FifoPolicy())
     assert d.placements[0].job_id == 1 and d.queue_order == [1, 2] and d.stats["policy"] == "fifo"
+
+
+# ----------------------------------------------------------------------- inside a tenant (ServiceRank)
+
+SERVICE = ServiceRank()  # levels: 0 below 600 GPU-s, 1 below 600 x 4 = 2400, 2 above (3 levels)
+
+
+def svc_ctx(now: float = 0.0, service: ServiceRank = SERVICE, **tenants) -> PolicyContext:
+    return PolicyContext({n: t for n, t in tenants.items()}, now=now, service=service)
+
+
+def test_service_levels():
+    levels = [SERVICE.level(job(1, attained=a)) for a in (0, 599, 600, 2399, 2400, 1e9)]
+    assert levels == [0, 0, 1, 1, 2, 2]
+
+
+def test_less_attained_service_goes_first_inside_a_tenant():
+    jobs = [job(1, attained=2400), job(2, attained=700), job(3, attained=0)]
+    assert ids(PriorityFairSharePolicy().order(jobs, svc_ctx())) == [3, 2, 1]
+
+
+def test_inside_a_level_the_least_estimated_work_left_goes_first():
+    jobs = [
+        job(1, gpus=1, est=1000.0),  # 1 x 1000 = 1000 GPU-s left
+        job(2, gpus=4, est=100.0),  # 4 x 100 = 400
+        job(3, gpus=1),  # no estimate: after those that gave one
+        job(4, gpus=2, est=300.0, attained=100.0),  # ran 50 s: 2 x 250 = 500
+        job(5, gpus=1, est=100.0, attained=200.0),  # ran past its estimate: like no estimate
+    ]
+    assert ids(PriorityFairSharePolicy().order(jobs, svc_ctx())) == [2, 4, 1, 3, 5]
+
+
+def test_jobs_without_estimates_keep_submission_order_inside_a_level():
+    jobs = [job(3, seq=3, gpus=8), job(1, seq=1, gpus=1), job(2, seq=2, gpus=4)]
+    assert ids(PriorityFairSharePolicy().order(jobs, svc_ctx())) == [1, 2, 3]
+
+
+def test_priority_and_fair_share_stay_above_service():
+    t = {"a": TenantState("a", {1: Quota(4, 0)}), "b": TenantState("b", {1: Quota(4, 0)})}
+    jobs = [
+        job(1, "a", attained=1e6),  # tenant a's, level 2
+        job(2, "a", attained=0),
+        job(3, "b", attained=1e6),
+        job(4, "c", prio=100, attained=1e6),  # a higher class beats any level
+    ]
+    order = ids(PriorityFairSharePolicy().order(jobs, PolicyContext(t, service=SERVICE)))
+    # Priority 100 first; then a and b interleave by fair share, each line in service order: a's first job
+    # (job 2, level 0) and b's (job 3) both at ratio 0 / 4, by queue_seq 2 < 3; then a's second (job 1) at
+    # (0 + 1 GPU x 1 h) / 4 = 0.25.
+    assert order == [4, 2, 3, 1]
+
+
+def test_aging_puts_a_starving_job_first():
+    aged = ServiceRank(aging_s=3600.0)
+    jobs = [job(1, gpus=8, attained=1e6, submitted=0.0), job(2, est=10.0, submitted=4000.0)]
+    # At 5000 s job 1 has waited 5000 - 0 - 1e6 / 8 < 0 s (it ran 125000 s): no aging; job 2 first.
+    assert ids(PriorityFairSharePolicy().order(jobs, svc_ctx(5000.0, aged))) == [2, 1]
+    jobs[0] = job(1, gpus=8, attained=8000.0, submitted=0.0)  # ran 1000 s, waited 5000 - 1000 = 4000 >= 3600
+    assert ids(PriorityFairSharePolicy().order(jobs, svc_ctx(5000.0, aged))) == [1, 2]
+    assert aged.starving(jobs[0], 5000.0) and not aged.starving(jobs[1], 5000.0)
+
+
+def test_without_a_service_rank_a_tenant_keeps_submission_order():
+    jobs = [job(1, seq=1, attained=1e6), job(2, seq=2, est=1.0)]
+    assert ids(PriorityFairSharePolicy().order(jobs, ctx())) == [1, 2]

@@ -6,6 +6,7 @@ import pytest
 
 import scheduler.sim.engine_policy as engine_policy
 from scheduler.core import schedule as real_schedule
+from scheduler.core.types import Config
 from scheduler.sim import build_cluster, load_trace, parse_cluster_spec, replay
 from scheduler.sim.engine_policy import EnginePolicy
 from scheduler.sim.policies import make_policy, parse_policies
@@ -57,10 +58,33 @@ def _run(policy, t, spec="1x4", network=False):
 
 def test_idle_periodic_rounds_are_skipped():
     t = trace((4, 0, 1000), (4, 1, 10))
-    pol = EnginePolicy(round_s=10)
+    pol = EnginePolicy(round_s=10, config=Config(service_preemption=False))  # nothing depends on time alone
     r = Simulator(t, build_cluster(parse_cluster_spec("1x4")), pol).run()
     assert r.events > 100  # a periodic round every 10 s while j1 waits ...
     assert pol.rounds <= 4  # ... but the engine only runs when something changed
+
+
+def test_least_attained_service_in_the_replay(monkeypatch):
+    """j1 (4 GPUs, 10 s) arrives at 1 s while j0 (4 GPUs, 1000 s) holds the node. j0 reaches service level 1
+    (600 GPU-s = 4 GPUs x 150 s) at 150 s and its minimum run time (300 s) at 300 s: an idle round runs at
+    each of those times (nothing else changed), and at 300 s j1 preempts it; the victim stops at once
+    (network model off), so a round on its requeue starts j1 at 300 s; j1 ends at 310 s, j0 restarts then and
+    ends at 310 + 1000 - 300 = 1010 s. A round at 320 s follows the one that placed j0, one at 600 s when the
+    preemption's first call on the GPUs (300 s) ends. j0's record says it was preempted for j1."""
+    seen = []
+
+    def spy(snapshot, policy=None):
+        seen.append(snapshot)
+        return real_schedule(snapshot, policy)
+
+    monkeypatch.setattr(engine_policy, "schedule", spy)
+    pol = EnginePolicy(round_s=10)
+    r = Simulator(trace((4, 0, 1000), (4, 1, 10)), build_cluster(parse_cluster_spec("1x4")), pol).run()
+    assert [s.now for s in seen] == [0, 1, 150, 300, 300, 310, 320, 600, 1010]
+    jobs = {j.name: j for j in r.jobs}
+    assert (jobs["j1"].start, jobs["j1"].end, jobs["j0"].end, jobs["j0"].preemptions) == (300, 310, 1010, 1)
+    j0 = next(j for j in seen[5].pending if j.id == 0)
+    assert (j0.preempted_for, j0.preempted_at, len(j0.preempted_gpus)) == (1, 300, 4)
 
 
 def test_skipping_idle_rounds_changes_nothing():

@@ -3,6 +3,7 @@
 Every baseline figure here is what the Tiresias simulator's own code gives (SymbioticLab/Tiresias
 `simulator/run_sim.py`: fifo and fjf with `--scheme=yarn`, `@count` with `--scheme=count`, shortest
 with `--scheme=count`, dlas-gpu, dlas-gpu-gittins), job by job; docs/policy-lab.md has the tables.
+`default` is our engine, pinned so that a change of its decisions shows here.
 """
 
 import hashlib
@@ -37,7 +38,9 @@ PINNED = {
     ("2x4", "tiresias-g"): (49274, 211.0, 4753, 88, "258615ac7e25"),
     ("2x4", "fifo@count"): (93389, 1415.5, 5747, 0, "b8a24eb2ff4e"),
     ("2x4", "fjf@count"): (42916, 150.5, 4806, 0, "04d497898574"),
-    ("2x4", "default"): (42916, 150.5, 4806, 0, "04d497898574"),
+    # The engine's least attained service: job 49 (1 GPU, 1800 s, started at 1471 s) gives way at 2071 s, once it
+    # has had 600 GPU-s (service level 1), to the 8-GPU jobs that fit-first counting starves until 3271 s.
+    ("2x4", "default"): (33411, 150.5, 4806, 1, "72210b11062d"),
 }
 
 
@@ -73,10 +76,11 @@ def test_tiresias_60_jobs(results, key):
 
 
 def test_contended_shapes_default_against_fifo_and_tiresias_l(results):
-    for shape, fifo_ratio in (("4x4", 1.149), ("2x4", 2.176)):
+    # 93389 / 33411 = 2.795 and 42916 / 33411 = 1.284 on 2x4; 13151 / 11441 = 1.149 and 1.0 on 4x4.
+    for shape, fifo_ratio, tiresias_ratio in (("4x4", 1.149, 1.0), ("2x4", 2.795, 1.284)):
         default = results[(shape, "default")].avg_jct
         assert results[(shape, "fifo")].avg_jct / default == pytest.approx(fifo_ratio, abs=1e-3)
-        assert results[(shape, "tiresias-l")].avg_jct / default == pytest.approx(1.0)
+        assert results[(shape, "tiresias-l")].avg_jct / default == pytest.approx(tiresias_ratio, abs=1e-3)
 
 
 def test_uncontended_cluster_all_policies_agree(results):
