@@ -29,6 +29,7 @@ urlpatterns = [
     ),
     path("clusters/<int:cluster_id>/report/", views.report_page, name="report"),
     path("whatif/", views.whatif_page, name="whatif"),
+    path("whatif/suite/", views.whatif_suite, name="whatif-suite"),  # before the run's slug
     path("whatif/<slug:run_id>/", views.whatif_run, name="whatif-run"),
     path("whatif/<slug:run_id>/status/", views.whatif_status, name="whatif-status"),
     path("whatif/<slug:run_id>/result.json", views.whatif_result, name="whatif-result"),

@@ -486,10 +486,19 @@ def _whatif_form(request: HttpRequest, handler: CappedUploadHandler | None) -> H
             return redirect("whatif-run", run_id=run_id)
     if status == 200 and form.is_bound and form.errors:
         status = 413 if refused else 400
+    return _whatif_render(request, form, whatif.SuiteForm(), busy=busy, status=status)
+
+
+def _whatif_render(request: HttpRequest, form, suite, *, busy=None, suite_busy=None, status: int = 200) -> HttpResponse:
+    """The what-if page: the replay's form and the policy suite's, either of them with its errors."""
+    from dashboard import whatif
+
     context = {
         "page": "whatif",
         "form": form,
+        "suite": suite,
         "busy": busy,
+        "suite_busy": suite_busy,
         "recent": whatif.recent_runs(request.user),
         "limits": whatif.limits(),
         "spec_examples": whatif.SPEC_EXAMPLES,
@@ -499,6 +508,29 @@ def _whatif_form(request: HttpRequest, handler: CappedUploadHandler | None) -> H
         **_common(),
     }
     return render(request, "dashboard/whatif.html", context, status=status)
+
+
+@operator_required
+@require_POST
+def whatif_suite(request: HttpRequest) -> HttpResponse:
+    """The policy suite (`manage.py replay --suite`) as a run: the same task, queue, site-wide cap and one run at a
+    time per user as a replay, then the run's page (its progress, then the suite's table)."""
+    from dashboard import whatif
+
+    suite = whatif.SuiteForm(request.POST)
+    busy, status = None, 400
+    if suite.is_valid():
+        try:
+            run_id = whatif.start_run(request.user, suite)
+        except whatif.Busy as exc:
+            busy = exc.run_id
+            suite.add_error(None, "You already have a what-if run in progress: wait until it has finished.")
+        except whatif.AtCapacity as exc:
+            suite.add_error(None, str(exc))
+            status = 429
+        else:
+            return redirect("whatif-run", run_id=run_id)
+    return _whatif_render(request, whatif.WhatIfForm(), suite, suite_busy=busy, status=status)
 
 
 def _whatif_record(run_id: str) -> dict:
@@ -522,6 +554,7 @@ def whatif_run(request: HttpRequest, run_id: str) -> HttpResponse:
     status = whatif.status_of(record)
     doc = record.get("result") if status["status"] == "done" else None
     fractional = record["params"]["kind"] == "alibaba"
+    suite = record["params"]["kind"] == whatif.SUITE_KIND
     context = {
         "page": "whatif",
         "run": record,
@@ -531,7 +564,9 @@ def whatif_run(request: HttpRequest, run_id: str) -> HttpResponse:
         "command": whatif.command_line(record["params"]),
         "doc": doc,
         "fractional": fractional,
-        "rows": whatif.jct_rows(doc) if doc and not fractional else [],
+        "suite": suite,
+        "suite_tables": whatif.suite_tables(doc) if doc and suite else [],
+        "rows": whatif.jct_rows(doc) if doc and not fractional and not suite else [],
         "charts": whatif.chart_data(record) if doc else None,
         **_common(),
     }
@@ -552,7 +587,8 @@ def whatif_status(request: HttpRequest, run_id: str) -> JsonResponse:
 @operator_required
 @require_GET
 def whatif_result(request: HttpRequest, run_id: str) -> JsonResponse:
-    """The finished run's document: what `manage.py replay --json` prints (plus `charts` for a JCT trace)."""
+    """The finished run's document: what `manage.py replay --json` prints (plus `charts` for a JCT trace; for the policy
+    suite what `replay --suite --json` prints)."""
     record = _whatif_record(run_id)
     if record["status"] != "done":
         return JsonResponse({"detail": f"the run is {record['status']}", "error": record.get("error", "")}, status=409)

@@ -6,6 +6,9 @@ validates with the replay's own loaders and parsers, so an error reads as the co
 A valid form becomes a run in the cache and a Celery task (scheduler.sim_tasks.whatif_replay); one at a time per
 user and WHATIF_MAX_CONCURRENT on the site, bounded by WHATIF_MAX_JOBS, WHATIF_MAX_GPUS, WHATIF_TIMEOUT_S and
 WHATIF_UPLOAD_MAX_BYTES (checked as the upload streams: CappedUploadHandler).
+
+The policy suite (`manage.py replay --suite`) is a run too: SuiteForm picks its cases, start_run queues it through the
+same task, queue, cap and one-run rule, and suite_tables lays its document out as the command's table.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from django.utils.datastructures import MultiValueDict
 from fabric.topology.catalog import GPU_MODELS
 from fabric.topology.rates import SPEEDS
 from scheduler import sim_tasks
+from scheduler.sim import suite as policy_suite
 from scheduler.sim.cluster import looks_like_spec, parse_cluster_spec
 from scheduler.sim.engine_policy import DEFAULT_ROUND_S
 from scheduler.sim.fractional import POLICIES as FRACTIONAL_POLICIES
@@ -48,6 +52,7 @@ from scheduler.sim.run import (
 from scheduler.sim.traces import KINDS, load_trace
 from scheduler.sim.traces.alibaba import load_openb
 
+SUITE_KIND = sim_tasks.SUITE_KIND
 SPEC_EXAMPLES = ("2x4", "4x4", "32x4", "16x4/4:2")
 POLICY_HELP = {
     "fifo": "submission order, YARN-CS placement",
@@ -389,6 +394,75 @@ class WhatIfForm(forms.Form):
         }
 
 
+class SuiteForm(forms.Form):
+    """The policy suite's cases (`replay --suite --suite-cases`): the shipped ones by default, the generated churn
+    variations when ticked. The trace files are looked up in WHATIF_TRACE_DIRS, as the command does by default."""
+
+    cases = PolicyField(
+        choices=[(c.key, c.key) for c in (*policy_suite.CASES, *policy_suite.VARIATIONS)],
+        required=False,
+        initial=list(policy_suite.CASE_KEYS),
+    )
+
+    def clean(self):
+        data = super().clean()
+        keys = data.get("cases") or []
+        if not keys:
+            self.add_error("cases", "Choose at least one case.")
+            return data
+        try:  # the suite's own selection and message (unknown keys are named)
+            data["case_list"] = [c.key for c in policy_suite.select_cases(",".join(keys))]
+        except ValueError as exc:
+            self.add_error("cases", str(exc))
+        return data
+
+    def case_rows(self) -> list[dict[str, Any]]:
+        """Each case as the form shows it: its label, whether its file is in the trace folders, ticked or not."""
+        dirs = list(settings.WHATIF_TRACE_DIRS)
+        ticked = set(self["cases"].value() or [])
+        rows = []
+        for variation, cases in ((False, policy_suite.CASES), (True, policy_suite.VARIATIONS)):
+            for c in cases:
+                found = c.generate is not None or policy_suite.find_in(c.file, dirs) is not None
+                rows.append(
+                    {
+                        "key": c.key,
+                        "label": suite_case_label(c.title, c.kind, c.cluster, c.network),
+                        "file": c.file or f"drawn: {c.generate[0]} jobs, seed {c.generate[1]}",
+                        "found": found,
+                        "variation": variation,
+                        "checked": c.key in ticked,
+                    }
+                )
+        return rows
+
+    def params(self) -> dict[str, Any]:
+        """The run's parameters (what the task reads); the suite's own round, seed and no limit, as the command's
+        defaults."""
+        cases = self.cleaned_data["case_list"]
+        return {
+            "kind": SUITE_KIND,
+            "upload": False,
+            "trace_name": "policy suite",
+            "suite_cases": cases,
+            "trace_dirs": [str(d) for d in settings.WHATIF_TRACE_DIRS],
+            "policies": [],
+            "cluster_spec": None,
+            "cluster_label": None,
+            "round_s": DEFAULT_ROUND_S,
+            "seed": 0,
+            "limit": None,
+        }
+
+
+def suite_case_label(title: str, kind: str, cluster: str | None, network: bool | str | None) -> str:
+    """A case as the command's table names it (scheduler.sim.suite._case_label)."""
+    if kind == "alibaba":
+        return title
+    on = network if isinstance(network, str) else ("on" if network else "off")
+    return f"{title} {cluster} {on}"
+
+
 #
 # Runs
 #
@@ -489,6 +563,11 @@ def created_at(record: dict[str, Any]) -> datetime:
 
 def command_line(params: dict[str, Any]) -> str:
     """The `manage.py replay` that gives the same figures (an upload is named by its file name)."""
+    if params["kind"] == SUITE_KIND:
+        words = ["python manage.py replay --suite"]
+        if list(params["suite_cases"]) != list(policy_suite.CASE_KEYS):
+            words += ["--suite-cases", ",".join(params["suite_cases"])]
+        return " ".join([*words, "--json"])
     words = [
         "python manage.py replay",
         "--trace",
@@ -579,8 +658,8 @@ def fractional_rows(doc: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]
 
 def chart_data(record: dict[str, Any]) -> dict[str, Any] | None:
     doc = record.get("result")
-    if not doc:
-        return None
+    if not doc or record["params"]["kind"] == SUITE_KIND:
+        return None  # the suite is a table
     if record["params"]["kind"] == FRACTIONAL_KIND:
         return {
             "kind": "fractional",
@@ -590,3 +669,77 @@ def chart_data(record: dict[str, Any]) -> dict[str, Any] | None:
             ],
         }
     return {"kind": "jct", **(doc.get("charts") or {"policies": []})}
+
+
+#
+# The policy suite's document -> one table per case, as `replay --suite` prints it
+#
+
+
+def _suite_figure(metric: dict[str, Any], name: str) -> str:
+    """A figure as the command's table writes it (scheduler.sim.suite._fmt), with thousands grouped."""
+    if name in metric["shown"]:
+        return metric["shown"][name]  # multi-node jobs in one leaf: "115/115"
+    v = metric["values"].get(name)
+    if v is None:  # a first failure of None: no pod failed
+        return "none" if metric["metric"] == "first_failure" and name in metric["values"] else DASH
+    text = f"{v:,{policy_suite.FORMATS[metric['metric']]}}"
+    return text + "*" if name in metric["unfinished"] else text
+
+
+def suite_tables(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per case: its columns (the policies, then the bound of a JCT case) and per metric a row of figures, a row of
+    ratios to the peer, the best baseline without an oracle and default's ratio to it. Raw numbers go to data-
+    attributes (what the tests and a script read), the text is formatted like the command's table."""
+    tables = []
+    for c in doc["cases"]:
+        label = suite_case_label(c["title"], c["kind"], c.get("cluster"), c.get("network_model"))
+        if c.get("skipped"):
+            tables.append({"key": c["key"], "label": label, "skipped": c["skipped"]})
+            continue
+        columns = [*c["policies"], *((policy_suite.BOUND,) if c["kind"] != "alibaba" else ())]
+        metrics = []
+        for m in c["metrics"]:
+            best, vs = m["best_baseline"], m["default_vs_best_baseline"]
+            ratios = m["ratios"]
+            metrics.append(
+                {
+                    "metric": m["metric"],
+                    "label": m["label"],
+                    "better": m["better"],
+                    "peer": m["peer"],
+                    "peer_label": "lower bound" if m["peer"] == policy_suite.BOUND else m["peer"],
+                    "cells": [
+                        {
+                            "policy": n,
+                            "text": _suite_figure(m, n),
+                            "value": m["values"].get(n),
+                            "ratio": ratios.get(n),
+                            "ratio_text": DASH if ratios.get(n) is None else f"{ratios[n]:.2f}",
+                            "peer": n == m["peer"],
+                            "best": bool(best) and n == best["policy"],
+                        }
+                        for n in columns
+                    ],
+                    "best": None if best is None else best | {"text": _suite_figure(m, best["policy"])},
+                    "vs_best": vs,
+                    "vs_best_text": DASH if vs is None else f"{vs:.3f}",
+                    "unfinished": bool(m["unfinished"]),
+                }
+            )
+        size = f"{c['pods']:,} pods" if "pods" in c else f"{c['jobs']:,} jobs"
+        tables.append(
+            {
+                "key": c["key"],
+                "label": label,
+                "skipped": "",
+                "columns": columns,
+                "metrics": metrics,
+                "size": size,
+                "gpus": c["gpus"],
+                "source": c.get("file") or "drawn by churn_table",
+                "notes": c.get("notes") or [],
+                "wall_s": c["wall_s"],
+            }
+        )
+    return tables

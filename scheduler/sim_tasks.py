@@ -4,6 +4,8 @@
 A what-if run is disposable: it lives in the cache for a day under `whatif:run:<id>` (its parameters, status,
 progress and, once done, the same JSON `manage.py replay --json` prints plus chart series), never in the database.
 The task takes the run id, replays with `scheduler.sim.run` (what the command runs), and writes the outcome there.
+A run of kind `suite` is the policy suite instead (`manage.py replay --suite`: `scheduler.sim.suite.run_suite` over
+its cases, the trace files found in the folders the run names); it goes through the same queue, cap and record.
 
 Replays go to their own queue (settings.WHATIF_QUEUE, routed by CELERY_TASK_ROUTES), consumed by a worker of their
 own in production and by the embedded worker beside the default queue, so they never delay rounds and ingest; at
@@ -31,6 +33,7 @@ RECENT_RUNS = 10
 FINISHED = ("done", "failed")
 PROGRESS_EVERY_S = 0.5
 TIMEOUT_S = float(getattr(settings, "WHATIF_TIMEOUT_S", 300))
+SUITE_KIND = "suite"  # a run's params["kind"] for the policy suite (every other kind is one trace)
 
 
 def inventory_cluster(name: str) -> SimCluster | None:
@@ -186,6 +189,8 @@ def _replay(record: dict[str, Any]) -> dict[str, Any]:
     from scheduler.sim.traces import load_trace
 
     p = record["params"]
+    if p["kind"] == SUITE_KIND:
+        return _suite(record)
     progress = with_deadline(_Progress(record), TIMEOUT_S)
     if p["kind"] == FRACTIONAL_KIND:
         return run_fractional_file(p["trace_path"], ",".join(p["policies"]), limit=p["limit"], progress=progress)
@@ -237,6 +242,78 @@ class _Progress:
             "total": total,
             "index": index + 1,
             "policies": self.n,
+            "fraction": round(min(1.0, fraction), 4),
+        }
+        now = time.monotonic()
+        if now - self.last >= PROGRESS_EVERY_S or done >= total:
+            self.last = now
+            save_run(self.record)
+
+
+def suite_steps(cases, dirs: list[str]) -> list[tuple[str, str]]:
+    """(case key, policy) in the order `run_suite` replays them: every JCT policy of a JCT case, every fractional
+    policy of the Alibaba case, nothing for a case whose trace file is not in `dirs` (it is reported skipped)."""
+    from scheduler.sim.fractional import POLICIES as FRACTIONAL_POLICIES
+    from scheduler.sim.policies import POLICY_NAMES
+    from scheduler.sim.suite import find_in
+
+    steps: list[tuple[str, str]] = []
+    for case in cases:
+        if case.generate is None and find_in(case.file, dirs) is None:
+            continue
+        names = FRACTIONAL_POLICIES if case.kind == "alibaba" else POLICY_NAMES
+        steps += [(case.key, name) for name in names]
+    return steps
+
+
+def _suite(record: dict[str, Any]) -> dict[str, Any]:
+    """The document `manage.py replay --suite --suite-cases ... --json` prints for the same trace folders."""
+    from scheduler.sim.run import with_deadline
+    from scheduler.sim.suite import find_in, run_suite, select_cases
+
+    p = record["params"]
+    dirs = list(p["trace_dirs"])
+    cases = select_cases(",".join(p["suite_cases"]))
+    tracker = _SuiteProgress(record, suite_steps(cases, dirs))
+    deadline = with_deadline(lambda *_: None, TIMEOUT_S)  # raises ReplayTimeout once the run is over its time
+
+    def progress(case: str, policy: str, done: int, total: int) -> None:
+        deadline(f"{case}: {policy}", done, total)
+        tracker(case, policy, done, total)
+
+    result = run_suite(
+        lambda name: find_in(name, dirs),
+        cases,
+        round_s=p["round_s"],
+        seed=p["seed"],
+        limit=p["limit"],
+        progress=progress,
+    )
+    result["trace_dirs"] = [str(d) for d in dirs]  # as the command adds them
+    return result
+
+
+class _SuiteProgress:
+    """progress(case, policy, done, total) -> the record's `progress`, in the shape of a replay's (`policy`, `index`
+    of `policies`, `fraction`) so the run page shows it alike, with the case beside; one step per (case, policy)."""
+
+    def __init__(self, record: dict[str, Any], steps: list[tuple[str, str]]) -> None:
+        self.record = record
+        self.steps = list(steps)
+        self.last = 0.0
+
+    def __call__(self, case: str, policy: str, done: int, total: int) -> None:
+        if (case, policy) not in self.steps:  # not foreseen by suite_steps: counted from now on
+            self.steps.append((case, policy))
+        index = self.steps.index((case, policy))
+        fraction = (index + (done / total if total else 1.0)) / len(self.steps)
+        self.record["progress"] = {
+            "case": case,
+            "policy": policy,
+            "done": done,
+            "total": total,
+            "index": index + 1,
+            "policies": len(self.steps),
             "fraction": round(min(1.0, fraction), 4),
         }
         now = time.monotonic()

@@ -1,7 +1,7 @@
 // What-if (/whatif/, docs/policy-lab.md "From the dashboard"). The form shows the fields of the chosen trace kind
 // (a cluster and the JCT policies, or the fractional policies of the Alibaba trace); a run's page polls its small
 // status endpoint every second until the run has finished, then reloads to show the results, and draws the charts
-// from the result JSON (json_script "whatif-charts").
+// from the result JSON (json_script "whatif-charts"). A policy suite run is followed alike (its table is server-rendered).
 
 import { baseOption, makeChart, MUTED, tipHtml, valueAxis } from "./charts.js";
 import { byId, fmtDuration, fmtNumber, jsonScript, setData, setText } from "./dom.js";
@@ -71,7 +71,8 @@ function showStatus(status) {
   const p = status.progress;
   if (p) {
     byId("whatif-progress").value = p.fraction;
-    setText(byId("whatif-step"), `${p.policy} (${p.index}/${p.policies}): ${p.done}/${p.total}`);
+    const step = p.case ? `${p.case} · ${p.policy}` : p.policy; // a suite run names its case too
+    setText(byId("whatif-step"), `${step} (${p.index}/${p.policies}): ${p.done}/${p.total}`);
   }
 }
 
@@ -192,6 +193,17 @@ function drawFractional(charts) {
 
 const form = byId("whatif-form");
 if (form) setUpForm(form);
+
+const suiteForm = byId("whatif-suite-form");
+if (suiteForm) {
+  suiteForm.addEventListener("submit", () => {
+    const button = suiteForm.querySelector("button[type='submit']");
+    if (button) {
+      button.disabled = true;
+      button.textContent = "Running the suite…";
+    }
+  });
+}
 
 const runPage = byId("page");
 if (runPage && runPage.dataset.runId) {
