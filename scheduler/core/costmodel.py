@@ -11,22 +11,30 @@ Communication: ring all-reduce of S bytes over n ranks (NCCL's model, nccl-tests
 
     comm = 2 (n - 1) / n * S / B  +  2 (n - 1) * alpha[level]
 
-B is the bottleneck bus bandwidth per rank, in GB/s, the minimum over the nodes the job touches of
+B is the bottleneck bus bandwidth of the ring, in GB/s: what the job predicts it will get, the way the
+replay's network model (scheduler/sim/runtime.py) says it will. A multi-node ring is one flow through
+the HCAs of its nodes and, when it spans leaves, through the uplinks of each leaf (and pod) it touches,
+sharing each with the other rings there (max-min fair). B is the minimum of
 
     intra(node)  k_i = 1: unlimited; all k_i GPUs in one NVLink island: nvlink_gbps * nvlink_efficiency
                  (900 * 0.53 = 476 GB/s on H100, measured); otherwise pcie_gbps (20)
-    net(node)    only when the job spans nodes:
-                 net_gbs(node) * (k_i / G_node) * net_efficiency           (NDR: 50 * 0.96 = 48 GB/s a rail)
-                 net_gbs(node) = sum over its live HCA links of capacity/8 * avail(link)
-                 / max(1, oversubscription of its leaf group) * spine_factor   when the ring crosses a spine
-                 / max(1, oversubscription of its pod)        * core_factor    when it crosses the core
+    hca(node)    only when the job spans nodes: shared_gbs(nominal * reach, live * reach, rings on the node)
+                 * net_efficiency, reach = min(1, max(k_i / G_node, 1 / rails)): NCCL runs a ring per rail
+                 and a GPU uses its own rail's HCA, so k of G GPUs reach k/G of a rail-optimised node's HCAs
+                 but all of a single-HCA node's; live = sum over its HCA links of capacity/8 * avail(link)
+    uplink(leaf) for each leaf group the ring touches when it crosses a spine:
+                 shared_gbs(uplinks' capacity/8, what utilisation leaves of it, crossing rings there,
+                 spine_factor) * net_efficiency; the same per pod through the core with core_factor
+    shared_gbs(capacity, available, r, loss) = min(available, capacity / (r + 1)) * (loss if r >= 1)
+                 a new ring's max-min fair share beside r rings the engine placed (they communicate at the
+                 same time), never more than the live utilisation leaves; ECMP loses `loss` once two or
+                 more rings share the uplinks (one flow alone collides with nobody)
     avail(link)  = max(min_available, 1 - utilisation) * (error_factor if the link logs errors)
-    oversubscription(group) = capacity of its host links / sum of capacity * avail over its uplinks
-                 (a 2:1 leaf halves B, a hot uplink lowers it further)
 
 So 8 ranks in one H100 island get B = 476 GB/s, the same 8 ranks on 8 nodes over NDR 48 GB/s (the 10x
-cliff), and behind a 2:1 spine 24 GB/s. A multi-node job's B grows with the GPUs it has per node (NCCL
-runs one ring per rail), so 8+8 beats 8+7+1.
+cliff). A ring that crosses a 2:1 spine alone loses nothing but latency (its leaf's uplinks carry more than
+one HCA); eight crossing rings from one leaf of eight NDR nodes share 400 * 0.96 * 0.9 = 346 GB/s, 43 each.
+On a rail-optimised node a multi-node job's B grows with the GPUs it has per node, so 8+8 beats 8+7+1.
 
 Compute: the slowest rank sets the pace (a straggler holds the whole ring):
 
@@ -57,7 +65,6 @@ island, otherwise whole nodes on one leaf at their nominal HCA rate, and storage
 
 from __future__ import annotations
 
-from scheduler.core.topology import LEVEL_FABRIC, LEVEL_POD_GROUP
 from scheduler.core.types import CostParams
 
 GB = 1e9
@@ -103,26 +110,39 @@ def intra_node_gbs(k: int, one_island: bool, nvlink_gbps: float, params: CostPar
     return params.pcie_gbps
 
 
+def shared_gbs(capacity_gbs: float, available_gbs: float, rings: int, loss: float = 1.0) -> float:
+    """What a new ring gets on a link (or a leaf's pooled uplinks) of `capacity_gbs` beside `rings` other
+    rings: its max-min fair share capacity / (rings + 1), never more than the live utilisation leaves
+    (`available_gbs`), times `loss` (ECMP) once it shares the links with another ring."""
+    share = min(available_gbs, capacity_gbs / (rings + 1))
+    return share * loss if rings >= 1 else share
+
+
+def hca_reach(k: int, gpus_on_node: int, rails: int) -> float:
+    """Share of a node's HCA bandwidth k of its G GPUs can drive: k/G of a rail-optimised node's rails (a
+    ring per rail, each GPU on its own rail's HCA), never less than one rail (one HCA: all of it)."""
+    if gpus_on_node <= 0:
+        return 1.0
+    return min(1.0, max(k / gpus_on_node, 1.0 / max(1, rails)))
+
+
 def network_gbs(
-    net_gbs: float,
-    k: int,
-    gpus_on_node: int,
-    level: int,
-    group_oversub: float,
-    pod_oversub: float,
+    hca_gbs: float,
+    hca_live_gbs: float,
+    reach: float,
+    node_rings: int,
+    uplinks: list[tuple[float, float, int, float]],
     params: CostParams,
 ) -> float:
-    """Bus bandwidth a node gives a multi-node ring: its share of the HCAs (k of its G GPUs), lowered by
-    the oversubscription and ECMP losses of the levels the ring crosses."""
-    share = net_gbs * min(1.0, k / gpus_on_node) if gpus_on_node > 0 else net_gbs
-    b = share * params.net_efficiency
-    if level >= LEVEL_POD_GROUP:
-        b /= max(1.0, group_oversub)
-        if level >= LEVEL_FABRIC:
-            b = b / max(1.0, pod_oversub) * params.core_factor
-        else:
-            b *= params.spine_factor
-    return b
+    """Bus bandwidth a node gives a multi-node ring: its HCAs (nominal and live GB/s) x `reach`, shared
+    with the `node_rings` other rings on them, and each (capacity, available, rings, ECMP loss) of the
+    uplinks the ring crosses, all at net_efficiency."""
+    b = shared_gbs(hca_gbs * reach, hca_live_gbs * reach, node_rings)
+    for cap, avail, rings, loss in uplinks:
+        u = shared_gbs(cap, avail, rings, loss)
+        if u < b:
+            b = u
+    return b * params.net_efficiency
 
 
 def compute_s(

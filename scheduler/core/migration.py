@@ -143,6 +143,7 @@ def current_candidate(placer: Placer, ctx: JobCtx, jid: int) -> Candidate | None
     if not held:
         return None
     own = _OwnTraffic(st, masks, held)
+    placer.own_ring = jid
     try:
         if ctx.sharing != "exclusive":
             part = held[0][0].node.part
@@ -156,6 +157,7 @@ def current_candidate(placer: Placer, ctx: JobCtx, jid: int) -> Candidate | None
         return placer._eval(ctx, part, picks)
     finally:
         own.restore()
+        placer.own_ring = None
 
 
 def plan_migrations(
@@ -216,8 +218,12 @@ def _estimate(placer: Placer, rj: RunningJob, why: str, kept_off: tuple[int, ...
     if cur is None:
         return None
     blocks = block_gpus(st, kept_off) if kept_off else []
-    new = placer.find(ctx)
-    unblock_gpus(st, blocks)
+    placer.own_ring = rj.request.id  # its ring leaves where it is: priced beside the others only
+    try:
+        new = placer.find(ctx)
+    finally:
+        placer.own_ring = None
+        unblock_gpus(st, blocks)
     if new is None:
         return None
     total = rj.request.est_runtime_s if rj.request.est_runtime_s is not None else cfg.default_runtime_s

@@ -35,6 +35,7 @@ from scheduler.core import reasons
 from scheduler.core.costmodel import (
     compute_s,
     fragmentation,
+    hca_reach,
     intra_node_gbs,
     io_s,
     network_gbs,
@@ -523,7 +524,11 @@ class Placer:
         broken_isl = broken_nodes = 0
         leftover = 0.0
         per_group: dict[int, int] = {}
-        pod_oeff = st.pod_oeff
+        if nn > 1:
+            load = self.ring_load()
+            own = self.own_ring
+            uplinks = self._uplinks(picks, groups, level, load, own) if level >= LEVEL_POD_GROUP else []
+            rails = st.topo.host_rails
         for node, mask in picks:
             k = mask.bit_count()
             for g in node.gpus:
@@ -535,7 +540,8 @@ class Placer:
                 if b < bw:
                     bw = b
             if nn > 1:
-                b = network_gbs(node.net_gbs, k, node.G, level, st.oeff(node.group), pod_oeff.get(node.pod, 1.0), P)
+                reach = hca_reach(k, node.G, rails.get(node.name, 1))
+                b = network_gbs(node.nominal_gbs, node.net_gbs, reach, load.on_node(node.name, own), uplinks, P)
                 if b < bw:
                     bw = b
                 if node.hot or node.err:
@@ -570,6 +576,42 @@ class Placer:
         min_nodes = math.ceil(n / part.G)
         frag = fragmentation(broken_isl, broken_nodes, broken_leaves, leftover / nn, nn - min_nodes, P)
         return Candidate(slowdown + frag, slowdown, part, picks, None, level, comm, comp, io, bw, frag, flagged)
+
+    # -- the rings the network term shares links with
+
+    own_ring: int | None = None  # a running job priced where it is or moving: its own ring is not another's
+
+    def ring_load(self) -> RingLoad:
+        """Multi-node rings on each node's HCAs and on each leaf's (pod's) uplinks: the running jobs that are
+        not stopping, and the jobs placed this round (built on first use)."""
+        load = getattr(self, "_ring_load", None)
+        if load is None:
+            load = self._ring_load = RingLoad(self.state)
+        return load
+
+    def _uplinks(self, picks, groups, level: int, load: RingLoad, own: int | None) -> list:
+        """(capacity, available, other rings, ECMP loss) of the leaf (and pod) uplinks a crossing ring uses."""
+        st, P = self.state, self.params
+        topo = st.topo
+        out = []
+        for g in groups:
+            if g < 0:
+                continue  # a node outside the known fabric: nothing known to share
+            info = topo.groups[g]
+            cap = info.uplink_gbps / 8.0
+            if cap > 0:
+                avail = min(cap, info.host_gbps / st.oeff(g) / 8.0)
+                out.append((cap, avail, load.on_group(g, own), P.spine_factor))
+        if level >= LEVEL_FABRIC:
+            for pod in sorted({node.pod for node, _ in picks}):
+                if pod < 0:
+                    continue
+                pinfo = topo.pods[pod]
+                cap = pinfo.up_gbps / 8.0
+                if cap > 0:
+                    avail = min(cap, pinfo.down_gbps / st.pod_oeff.get(pod, 1.0) / 8.0)
+                    out.append((cap, avail, load.on_pod(pod, own), P.core_factor))
+        return out
 
     def _io_time(self, ctx: JobCtx, node: NodeSlot, k: int) -> float:
         st, P = self.state, self.params
@@ -749,6 +791,8 @@ class Placer:
         for g, sh in held:
             st.hold(g, sh)
             shares.append(sh)
+        if cand.shares is None and len(cand.picks) > 1:
+            self.ring_load().add(job.id, [node for node, _ in cand.picks])
         return Placement(
             job_id=job.id,
             shares=tuple(shares),
@@ -883,6 +927,56 @@ class Placer:
         if free >= n:
             return reasons.unreachable_nodes(n, pool)
         return reasons.total_free(n, free, pool)
+
+
+class RingLoad:
+    """How many multi-node rings use each node's HCAs, and each leaf group's (pod's) uplinks: a ring crosses
+    a leaf's uplinks once when it spans leaves through a spine (the launcher orders ranks leaf by leaf), and
+    a pod's when it spans pods through the core."""
+
+    def __init__(self, st: ClusterState) -> None:
+        self.st = st
+        self.nodes: dict[str, int] = {}
+        self.groups: dict[int, int] = {}
+        self.pods: dict[int, int] = {}
+        self.of_job: dict[int, tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]] = {}
+        for jid in sorted(st.job_gpus):
+            if jid in st.stopping:
+                continue  # checkpointing, then gone
+            nodes = {g.node.name: g.node for g, _ in st.job_gpus[jid]}
+            if len(nodes) > 1:
+                self.add(jid, [nodes[h] for h in sorted(nodes)])
+
+    def add(self, jid: int, nodes: list[NodeSlot]) -> None:
+        st = self.st
+        names = tuple(sorted({n.name for n in nodes}))
+        gs = sorted({n.group for n in nodes})
+        level = LEVEL_LEAF_GROUP
+        for a in gs:
+            for b in gs:
+                if a < b:
+                    level = max(level, st.group_level(a, b))
+        groups = tuple(g for g in gs if g >= 0) if level >= LEVEL_POD_GROUP else ()
+        pods = tuple(sorted({n.pod for n in nodes if n.pod >= 0})) if level >= LEVEL_FABRIC else ()
+        self.of_job[jid] = (names, groups, pods)
+        for h in names:
+            self.nodes[h] = self.nodes.get(h, 0) + 1
+        for g in groups:
+            self.groups[g] = self.groups.get(g, 0) + 1
+        for p in pods:
+            self.pods[p] = self.pods.get(p, 0) + 1
+
+    def on_node(self, name: str, own: int | None = None) -> int:
+        c = self.nodes.get(name, 0)
+        return c - 1 if own is not None and own in self.of_job and name in self.of_job[own][0] else c
+
+    def on_group(self, gid: int, own: int | None = None) -> int:
+        c = self.groups.get(gid, 0)
+        return c - 1 if own is not None and own in self.of_job and gid in self.of_job[own][1] else c
+
+    def on_pod(self, pid: int, own: int | None = None) -> int:
+        c = self.pods.get(pid, 0)
+        return c - 1 if own is not None and own in self.of_job and pid in self.of_job[own][2] else c
 
 
 def _lowest_util(node: NodeSlot, avail: int, n: int) -> int:

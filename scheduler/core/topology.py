@@ -75,6 +75,9 @@ class Topology:
     # link key -> (role, owner, capacity Gb/s); owner = hostname, group id or pod id. Links that are down
     # or belong to no role (switch-switch lateral cables, host-host) are absent.
     link_role: dict[str, tuple[int, object, float]]
+    # hostname -> its live HCA links (rails): k of a node's G GPUs reach k/G of a rail-optimised node's HCA
+    # bandwidth, but all of a single-HCA node's (costmodel.hca_reach)
+    host_rails: dict[str, int] = field(default_factory=dict)
     _level_cache: dict[tuple[int, int], int] = field(default_factory=dict)
 
     def group_level(self, ga: int, gb: int) -> int:
@@ -118,6 +121,7 @@ def build_topology(fabric: Fabric) -> Topology:
     group_of: dict[str, int] = {}
     link_role: dict[str, tuple[int, object, float]] = {}
     host_nominal: dict[str, float] = {}
+    host_rails: dict[str, int] = {}
     ordered = sorted(by_set.items(), key=lambda kv: min(graph.switch_sort[s] for s in kv[0]))
     for sws, hosts in ordered:
         gid = len(groups)
@@ -137,6 +141,7 @@ def build_topology(fabric: Fabric) -> Topology:
                 cap += link.capacity_gbps
                 link_role[link.key] = (ROLE_HOST, key, link.capacity_gbps)
             host_nominal[key] = cap
+            host_rails[key] = len(graph.host_links[h])
             host_gbps += cap
         groups.append(Group(gid, name, label, tuple(sw_sorted), host_keys, min(pods) if pods else -1, host_gbps, 0.0))
 
@@ -184,4 +189,5 @@ def build_topology(fabric: Fabric) -> Topology:
         group_of=group_of,
         host_nominal_gbps=host_nominal,
         link_role=link_role,
+        host_rails=host_rails,
     )

@@ -78,13 +78,16 @@ class SnapBuilder:
         model: str = "H100",
         islands: str | list[tuple[int, ...]] = "all",
         storage: bool = False,
+        rails: int = 1,
     ) -> str:
+        """`rails` > 1: each host has that many HCA links of host_gbps / rails (rail-optimised, as a DGX's)."""
         self.fabric.switches.append(TSwitch(key=f"guid-{name}", name=name, role="leaf"))
         for h in hosts:
             if h not in self.nodes:
                 self.node(h, gpus=0 if storage else gpus, model=model, islands=islands, storage=storage)
-            key = f"{h}-{name}"
-            self.fabric.links.append(TLink(key, h, f"guid-{name}", host_gbps))
+            for r in range(rails):
+                key = f"{h}-{name}" if r == 0 else f"{h}-{name}.{r + 1}"
+                self.fabric.links.append(TLink(key, h, f"guid-{name}", host_gbps / rails))
         for sp, count in (spines or {}).items():
             self.uplink(name, sp, uplink_gbps, count)
         return name

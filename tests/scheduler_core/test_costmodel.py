@@ -5,6 +5,7 @@ import pytest
 from scheduler.core.costmodel import (
     compute_s,
     fragmentation,
+    hca_reach,
     intra_node_gbs,
     io_s,
     link_available,
@@ -12,6 +13,7 @@ from scheduler.core.costmodel import (
     oversubscription,
     ring_allreduce_s,
     ring_latency_s,
+    shared_gbs,
 )
 from scheduler.core.topology import LEVEL_FABRIC, LEVEL_ISLAND, LEVEL_LEAF_GROUP, LEVEL_POD_GROUP
 from scheduler.core.types import CostParams
@@ -48,34 +50,67 @@ def test_single_gpu_has_no_intra_node_bottleneck():
 
 
 def test_one_ndr_rail_gives_48_gbs():
-    # 8 ranks on 8 nodes, one GPU each, one NDR HCA (50 GB/s) each: 48 GB/s, the 10x cliff.
-    assert network_gbs(50.0, 1, 1, LEVEL_LEAF_GROUP, 1.0, 1.0, P) == pytest.approx(48.0)
-    ratio = intra_node_gbs(8, True, 900.0, P) / network_gbs(50.0, 1, 1, LEVEL_LEAF_GROUP, 1.0, 1.0, P)
+    # 8 ranks on 8 nodes, one GPU each, one NDR HCA (50 GB/s) each: 50 x 0.96 = 48 GB/s, the 10x cliff.
+    assert network_gbs(50.0, 50.0, 1.0, 0, [], P) == pytest.approx(48.0)
+    ratio = intra_node_gbs(8, True, 900.0, P) / network_gbs(50.0, 50.0, 1.0, 0, [], P)
     assert 9.5 < ratio < 10.5
 
 
-def test_network_share_grows_with_gpus_per_node():
-    dgx = 400.0  # 8 NDR HCAs
-    assert network_gbs(dgx, 8, 8, LEVEL_LEAF_GROUP, 1.0, 1.0, P) == pytest.approx(384.0)
-    assert network_gbs(dgx, 1, 8, LEVEL_LEAF_GROUP, 1.0, 1.0, P) == pytest.approx(48.0)
+def test_hca_reach_of_k_gpus():
+    assert hca_reach(8, 8, 8) == 1.0
+    assert hca_reach(1, 8, 8) == pytest.approx(1 / 8)  # one GPU of a rail-optimised DGX: one rail of eight
+    assert hca_reach(4, 8, 8) == pytest.approx(0.5)
+    assert hca_reach(1, 8, 1) == 1.0  # one HCA for the node: every GPU reaches all of it
+    assert hca_reach(1, 8, 2) == pytest.approx(0.5)  # two rails: never less than one of them
 
 
-def test_two_to_one_spine_halves_bandwidth():
-    same_leaf = network_gbs(50.0, 1, 1, LEVEL_LEAF_GROUP, 2.0, 1.0, P)
-    via_spine = network_gbs(50.0, 1, 1, LEVEL_POD_GROUP, 2.0, 1.0, P)
-    assert via_spine == pytest.approx(same_leaf / 2 * P.spine_factor)
+def test_network_share_grows_with_gpus_per_node_on_a_rail_optimised_node():
+    dgx = 400.0  # 8 NDR HCAs: 8 x 50 GB/s
+    assert network_gbs(dgx, dgx, hca_reach(8, 8, 8), 0, [], P) == pytest.approx(384.0)  # 400 x 0.96
+    assert network_gbs(dgx, dgx, hca_reach(1, 8, 8), 0, [], P) == pytest.approx(48.0)  # 50 x 0.96
 
 
-def test_core_level_pays_pod_oversubscription_and_core_factor():
-    b = network_gbs(50.0, 1, 1, LEVEL_FABRIC, 1.0, 2.0, P)
-    assert b == pytest.approx(48.0 / 2 * P.core_factor)
+def test_shared_link_gives_the_max_min_fair_share_and_what_utilisation_leaves():
+    assert shared_gbs(100.0, 100.0, 0) == 100.0  # alone, idle
+    assert shared_gbs(100.0, 30.0, 0) == 30.0  # alone, 70 % busy with traffic the engine does not place
+    assert shared_gbs(100.0, 100.0, 3) == pytest.approx(25.0)  # beside three rings: 100 / 4
+    assert shared_gbs(100.0, 100.0, 0, loss=0.9) == 100.0  # one flow alone collides with nobody (ECMP)
+    assert shared_gbs(100.0, 100.0, 1, loss=0.9) == pytest.approx(45.0)  # 100 / 2 x 0.9
 
 
-def test_levels_are_strictly_ordered_on_an_idle_nonblocking_fabric():
-    leaf = network_gbs(50.0, 1, 1, LEVEL_LEAF_GROUP, 1.0, 1.0, P)
-    spine = network_gbs(50.0, 1, 1, LEVEL_POD_GROUP, 1.0, 1.0, P)
-    core = network_gbs(50.0, 1, 1, LEVEL_FABRIC, 1.0, 1.0, P)
-    assert intra_node_gbs(8, True, 900.0, P) > leaf > spine > core
+def test_a_ring_crossing_a_two_to_one_spine_alone_keeps_its_hca_rate():
+    # A leaf of 8 NDR nodes at 2:1: uplinks 8 x 400 / 2 = 1600 Gb/s = 200 GB/s. One crossing ring is limited by
+    # its 50 GB/s HCA, not by them (the old model halved it statically: 48 / 2 x 0.9 = 21.6 GB/s whatever the
+    # load, which the replay's network model, scheduler/sim/runtime.py, does not do).
+    up = [(200.0, 200.0, 0, P.spine_factor)]
+    assert network_gbs(50.0, 50.0, 1.0, 0, up, P) == pytest.approx(48.0)
+
+
+def test_crossing_rings_of_one_leaf_share_its_uplinks():
+    # Beside 7 other crossing rings of the same leaf: 200 / 8 x 0.9 (ECMP) x 0.96 = 21.6 GB/s < 48.
+    up = [(200.0, 200.0, 7, P.spine_factor)]
+    assert network_gbs(50.0, 50.0, 1.0, 0, up, P) == pytest.approx(200.0 / 8 * 0.9 * 0.96)
+
+
+def test_the_core_adds_its_pod_uplinks_with_the_core_factor():
+    # Leaf uplinks idle (200 GB/s), the pod's 100 GB/s to the core shared with 3 rings: 100 / 4 x 0.8 x 0.96.
+    up = [(200.0, 200.0, 0, P.spine_factor), (100.0, 100.0, 3, P.core_factor)]
+    assert network_gbs(50.0, 50.0, 1.0, 0, up, P) == pytest.approx(25.0 * 0.8 * 0.96)
+
+
+def test_rings_on_one_hca_share_it():
+    # Two 4-GPU jobs on one single-HCA node, each spanning nodes: 50 / 2 x 0.96 = 24 GB/s each.
+    assert network_gbs(50.0, 50.0, hca_reach(4, 8, 1), 1, [], P) == pytest.approx(24.0)
+
+
+def test_a_lone_crossing_ring_pays_only_latency():
+    # Alone on an idle fabric the bandwidth is the HCA's at every level; each level adds per-hop latency.
+    leaf = network_gbs(50.0, 50.0, 1.0, 0, [], P)
+    spine = network_gbs(50.0, 50.0, 1.0, 0, [(200.0, 200.0, 0, P.spine_factor)], P)
+    core = network_gbs(50.0, 50.0, 1.0, 0, [(200.0, 200.0, 0, P.spine_factor), (100.0, 100.0, 0, P.core_factor)], P)
+    assert leaf == spine == core
+    assert ring_latency_s(16, LEVEL_LEAF_GROUP, P) < ring_latency_s(16, LEVEL_POD_GROUP, P)
+    assert ring_latency_s(16, LEVEL_POD_GROUP, P) < ring_latency_s(16, LEVEL_FABRIC, P)
 
 
 def test_link_available_follows_utilisation():

@@ -1,5 +1,7 @@
 """Placement: topology, load, locality and fragmentation decide, on small fabrics with known best answers."""
 
+import pytest
+
 from scheduler.core import schedule
 from tests.scheduler_core.builders import SnapBuilder, two_leaves
 
@@ -196,13 +198,30 @@ def test_training_job_ignores_dataset_locality():
     assert p.cost["io_s"] == 0.0
 
 
-def test_free_shape_gang_is_split_evenly():
+def test_free_shape_gang_is_split_evenly_on_rail_optimised_nodes():
+    # 8 HCAs of 50 Gb/s a node (400 Gb/s = 50 GB/s in all), one per GPU: 6+6 reaches 6 rails on each node
+    # (50 x 6/8 x 0.96 = 36 GB/s), 8+4 only 4 on one of them (24): the balanced split's ring is faster, by
+    # more than the one more node it leaves partly used.
+    b = SnapBuilder()
+    b.spine("S1")
+    b.leaf("L1", ["n1", "n2"], {"S1": 2}, rails=8)
+    b.pool(1, "train")
+    p = place_one(b, gpus=12)
+    assert sorted(len(v) for v in gpus_of(b, p).values()) == [6, 6]
+    assert p.cost["bandwidth_gbs"] == pytest.approx(36.0)
+
+
+def test_free_shape_gang_packs_on_single_hca_nodes():
+    # One 400 Gb/s HCA a node: any k GPUs of it drive all of it (50 x 0.96 = 48 GB/s) either way, so 8+4
+    # wins on fragmentation (it leaves one node partly used instead of two). Before, the engine gave k GPUs
+    # k/8 of the HCA, which the replay's network model does not do.
     b = SnapBuilder()
     b.spine("S1")
     b.leaf("L1", ["n1", "n2"], {"S1": 2})
     b.pool(1, "train")
     p = place_one(b, gpus=12)
-    assert sorted(len(v) for v in gpus_of(b, p).values()) == [6, 6]
+    assert sorted(len(v) for v in gpus_of(b, p).values()) == [4, 8]
+    assert p.cost["bandwidth_gbs"] == pytest.approx(48.0)
 
 
 def test_fixed_shape_is_respected():
@@ -302,3 +321,50 @@ def test_no_double_allocation_within_a_round():
     ids = [s.gpu_id for p in d.placements for s in p.shares]
     assert len(ids) == len(set(ids)) == 30
     assert len(d.placements) == 10
+
+
+def two_to_one_leaves() -> SnapBuilder:
+    """Leaves L1 (n1-n3) and L2 (n4-n6) at 2:1: 3 x 400 Gb/s of hosts, 3 x 200 Gb/s (75 GB/s) of uplinks.
+    n3 and n6 are busy with single-node jobs, so a 2 x 8 gang must take one node of each leaf."""
+    b = SnapBuilder()
+    b.spine("S1")
+    b.leaf("L1", ["n1", "n2", "n3"], {"S1": 3}, uplink_gbps=200.0)
+    b.leaf("L2", ["n4", "n5", "n6"], {"S1": 3}, uplink_gbps=200.0)
+    b.pool(1, "train")
+    b.run(30, {"n3": list(range(8))})
+    b.run(31, {"n6": list(range(8))})
+    return b
+
+
+def test_a_gang_crossing_a_spine_alone_keeps_its_hca_rate():
+    b = two_to_one_leaves()
+    b.run(22, {"n2": list(range(8))})  # single-node jobs: they load no uplink
+    b.run(23, {"n5": list(range(8))})
+    p = place_one(b, gpus=16, nodes=2, gpus_per_node=8)
+    assert p.level == "pod" and sorted(p.nodes) == ["n1", "n4"]
+    # min(HCA 50, uplinks 75) x 0.96 = 48 GB/s, as inside one leaf: the step is the ideal one but for the
+    # extra switch hops' latency.
+    assert p.cost["bandwidth_gbs"] == pytest.approx(48.0)
+    assert p.cost["slowdown"] == pytest.approx(1.0, abs=1e-3)
+
+
+def test_a_gang_shares_the_uplinks_with_another_crossing_ring():
+    b = two_to_one_leaves()
+    b.run(22, {"n2": list(range(8)), "n5": list(range(8))})  # a ring through both leaves' uplinks
+    p = place_one(b, gpus=16, nodes=2, gpus_per_node=8)
+    assert sorted(p.nodes) == ["n1", "n4"]
+    # Beside job 22 on each leaf's uplinks: 75 / 2 x 0.9 (ECMP, two flows) x 0.96 = 32.4 GB/s < 48.
+    assert p.cost["bandwidth_gbs"] == pytest.approx(75.0 / 2 * 0.9 * 0.96)
+
+
+def test_rings_placed_earlier_in_the_round_count():
+    b = SnapBuilder()
+    b.spine("S1")
+    b.leaf("L1", ["n1", "n2"], {"S1": 2})  # one 400 Gb/s HCA a node
+    b.pool(1, "train")
+    b.job(2, gpus=8, nodes=2, gpus_per_node=4)  # 4 + 4 on n1 and n2: the whole HCA each, 50 x 0.96 = 48 GB/s
+    b.job(3, gpus=8, nodes=2, gpus_per_node=4)  # the other 4 + 4: shares both HCAs with job 2's ring
+    d = schedule(b.snapshot())
+    first, second = (d.placement_for(j) for j in (2, 3))
+    assert first.cost["bandwidth_gbs"] == pytest.approx(48.0)
+    assert second.cost["bandwidth_gbs"] == pytest.approx(50.0 / 2 * 0.96)
