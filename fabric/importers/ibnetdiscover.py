@@ -24,23 +24,35 @@ Behaviour, beyond what the line grammar says:
 * Every cable is printed twice, once from each end; links are deduped by the unordered pair of
   (GUID, port) ends.
 * Contradictions are errors: one port cabled to two different peers, a port listed twice in one
-  block with different peers, the same node declared twice, the two ends of one cable printing
-  different known rates ("4x???" - unknown speed, speed "" - agrees with anything), a port above
-  the node's declared port count (own side and peer side), port 0 on
-  a link (switch port 0 is the management port; it has no cable), a node linked to its own port.
-* `vendid=`, `devid=` lines fill vendor_id/device_id of the next node header; other `key=value`
-  lines (sysimgguid, switchguid, caguid, rtguid) are accepted and ignored. Lines starting with `#`
-  and blank lines are ignored. Any other line is an error ("unrecognised line").
+  block with different peers, the same node declared twice, a port above the node's declared port
+  count (own side and peer side; a Quantum-2 in split mode declares 129 ports, so port 128 is
+  fine), port 0 on a link (switch port 0 is the management port; it has no cable), a port naming
+  itself as its peer.
+* The two ends of one cable printing different known rates (4xSDR against 1xSDR) is a warning
+  naming both lines: the slower rate is kept and the link marked degraded (ParsedLink.degraded).
+  "4x???" (unknown speed, speed "") agrees with anything.
+* Two ports of one switch cabled together is a loopback: kept (ParsedLink.loopback), never routed
+  over (fabric.topology.graph.LOOPBACK).
+* `vendid=`, `devid=`, `sysimgguid=` lines fill vendor_id/device_id/system_guid of the next node
+  header; other `key=value` lines (switchguid, caguid, rtguid) are accepted and ignored, with or
+  without a trailing `# ...` comment (-g puts the chassis there). Lines starting with `#` and blank
+  lines are ignored, and so are the -g headings ("Non-Chassis Nodes", "Chassis 3 (guid 0x...)",
+  "Hostname: ..."). A line the tools print on stderr (`ibwarn: [1234] ...`, `src/query_smp.c:195;
+  ... bad status 110; ...`, `<tool>: iberror: ...`) is a warning with its line number; the block
+  around it is read on. Any other line is an error ("unrecognised line").
+* Port lines may end with the -f details ("s=4 w=2 v=3 e=1") and Xsigo's "slot N" / "(scp)".
 * Switch names: Mellanox managed switches describe themselves as "MF0;<name>:<model>/<slot>",
   giving name "ib5" and model "SX6036"; other descriptions give the stripped description as name
   (or the GUID when the description is empty). Names are not guaranteed unique.
 * CA descriptions "<host> <device>" give hostname and device; SHARP "Aggregation Node" CAs get
   kind "aggregation" and no hostname; routers (Rt, "R-") kind "router" and no hostname. A
-  description still ending in "Mellanox Technologies" is the firmware default: no hostname.
-* Errors carry the 1-based line number. Semantic checks (peers, prefixes, rates) run after the
-  whole text is read, in line order, so the first bad line is reported. A file cut mid-line fails
-  the grammar; one cut at a line boundary names a peer whose block is missing.
-* Not supported: `ibnetdiscover -g` chassis grouping lines and trailing text after the rate.
+  firmware-default description ("MT4129 ConnectX7   Mellanox Technologies"), an empty one or
+  "localhost ..." names no host: the HCA is kept as an unnamed host's adapter (ParsedCA.unnamed),
+  grouped with the HCAs of its system image GUID; one with the system image GUID of a named HCA
+  takes that host name. One warning sums the unnamed up.
+* Errors carry the 1-based line number. Semantic checks (peers, prefixes) run after the whole
+  text is read, in line order, so the first bad line is reported. A file cut mid-line fails the
+  grammar; one cut at a line boundary names a peer whose block is missing.
 """
 
 from __future__ import annotations
@@ -54,8 +66,12 @@ from ._common import (
     LinkTable,
     ca_identity,
     check_text,
+    diagnostic_warning,
     excerpt,
+    guid_or_empty,
+    is_diagnostic,
     iter_lines,
+    name_unnamed_by_system,
     parse_guid,
     parse_link_rate,
 )
@@ -64,7 +80,12 @@ from .types import ParsedCA, ParsedFabric, ParsedSwitch, ParseError
 _HEADER_BY_PREFIX = {"S": "Switch", "H": "Ca", "R": "Rt"}
 _PREFIX_BY_HEADER = {header: prefix for prefix, header in _HEADER_BY_PREFIX.items()}
 
-_KEY_VALUE = re.compile(r"^(?P<key>\w+)=(?P<value>\S+)$")
+# `key=value`, optionally followed by a comment: with -g the sysimgguid line ends "\t\t# Chassis 3 (...)"
+# and the switchguid line "\t# <chassis type> <slot>".
+_KEY_VALUE = re.compile(r"^(?P<key>\w+)=(?P<value>[^\s#]+)\s*(?:#.*)?$")
+# Grouping (-g) headers between node blocks: "Chassis 3 (guid 0x...)", "Non-Chassis Nodes", and the
+# "Hostname: <name>" line printed for Xsigo chassis. The man page's example starts "Non-Chassis Nodes".
+_GROUP_HEADER = re.compile(r"^(?:Non-Chassis Nodes|Chassis\s+\d+(?:\s+\(guid\s+0x[0-9a-fA-F]+\))?|Hostname:\s.*)$")
 _HEADER_START = re.compile(r"^(Switch|Ca|Rt)\s")
 _SWITCH_HEADER = re.compile(
     r"""^Switch\s+(?P<nports>\d+)\s+"(?P<prefix>[^"-]*)-(?P<guid>[^"]*)"\s*\#\s*"(?P<desc>.*)"
@@ -72,11 +93,16 @@ _SWITCH_HEADER = re.compile(
     re.VERBOSE,
 )
 _CA_HEADER = re.compile(
-    r"""^(?P<keyword>Ca|Rt)\s+(?P<nports>\d+)\s+"(?P<prefix>[^"-]*)-(?P<guid>[^"]*)"\s*\#\s*"(?P<desc>.*)"\s*$""",
+    r"""^(?P<keyword>Ca|Rt)\s+(?P<nports>\d+)\s+"(?P<prefix>[^"-]*)-(?P<guid>[^"]*)"\s*\#\s*"(?P<desc>.*)"
+        (?:\s+\(scp\))?\s*$""",
     re.VERBOSE,
 )
 _PEER = r'\s*"(?P<prefix>[^"-]*)-(?P<guid>[^"]*)"\[(?P<pport>\d+)\](?:\[ext\s+\d+\])?\s*(?:\((?P<ppguid>[^)]*)\))?'
-_RATE_TAIL = r"\s+lid\s+(?P<plid>\d+)\s+(?P<rate>\S+)\s*$"
+# The rate may be followed by the -f (full) details "s=4 w=2 v=3 e=1" and by Xsigo's "slot N" / "(scp)".
+_RATE_TAIL = (
+    r"\s+lid\s+(?P<plid>\d+)\s+(?P<rate>\S+)(?:\s+s=\d+\s+w=\d+\s+v=\d+(?:\s+e=\d+)?)?"
+    r"(?:\s+slot\s+\d+|\s+\(scp\))?\s*$"
+)
 # Switch blocks: `[p]  "H-guid"[q](portguid)  # "peer desc" lid L 4xQDR`
 _PORT_FROM_SWITCH = re.compile(
     r"^\[(?P<port>\d+)\](?:\[ext\s+\d+\])?" + _PEER + r'\s*\#\s*"(?P<pdesc>.*)"' + _RATE_TAIL, re.VERBOSE
@@ -103,6 +129,7 @@ class _Node:
     lid: int | None = None
     vendor_id: str = ""
     device_id: str = ""
+    system_guid: str = ""
     port_guids: dict[int, str] = field(default_factory=dict)
     lids: dict[int, int] = field(default_factory=dict)
 
@@ -124,25 +151,33 @@ class _PortLine:
 
 
 def parse_ibnetdiscover(text: str, source: str = "") -> ParsedFabric:
-    """Parse `ibnetdiscover` output; raise ParseError (with its line) on malformed input."""
+    """Parse `ibnetdiscover` output; raise ParseError (with its line) on malformed input.
+
+    What is read with a warning instead (ParsedFabric.warnings, each "file:line: ..."): stderr lines
+    of the tools, the two ends of a cable reporting different rates (the slower is kept, the link
+    marked degraded), and HCAs with no host name (kept as unnamed hosts).
+    """
     check_text(text, source)
-    nodes, port_lines = _read_blocks(text, source)
+    warnings: list[str] = []
+    nodes, port_lines = _read_blocks(text, source, warnings)
     if not nodes and not port_lines:
         raise ParseError("no switches or channel adapters found", 0, source)
     links = _link_ports(nodes, port_lines, source)
+    cas = [_ca(n) for n in nodes.values() if n.prefix != "S"]
     return ParsedFabric(
         switches=[_switch(n) for n in nodes.values() if n.prefix == "S"],
-        cas=[_ca(n) for n in nodes.values() if n.prefix != "S"],
+        cas=cas,
         links=links.links(),
         source="ibnetdiscover",
+        warnings=warnings + links.warnings + name_unnamed_by_system(cas, source),
     )
 
 
-def _read_blocks(text: str, source: str) -> tuple[dict[str, _Node], list[_PortLine]]:
+def _read_blocks(text: str, source: str, warnings: list[str]) -> tuple[dict[str, _Node], list[_PortLine]]:
     """First pass: the grammar of every line, and what each block declares."""
     nodes: dict[str, _Node] = {}
     port_lines: list[_PortLine] = []
-    pending: dict[str, str] = {}  # vendid/devid lines waiting for their node header
+    pending: dict[str, str] = {}  # vendid/devid/sysimgguid lines waiting for their node header
     current: _Node | None = None
     for number, raw in iter_lines(text):
         line = raw.strip()
@@ -158,6 +193,10 @@ def _read_blocks(text: str, source: str) -> tuple[dict[str, _Node], list[_PortLi
             if current is None:
                 raise ParseError("port line before any Switch, Ca or Rt header", number, source)
             port_lines.append(_read_port_line(line, number, source, current))
+        elif _GROUP_HEADER.match(line):
+            current = None  # a chassis heading (-g): the next block starts with its own header
+        elif is_diagnostic(line):
+            warnings.append(diagnostic_warning(line, number, source))  # the block goes on after it
         else:
             raise ParseError(f"unrecognised line: {excerpt(line)}", number, source)
     return nodes, port_lines
@@ -189,7 +228,13 @@ def _read_header(line: str, number: int, source: str, pending: dict[str, str]) -
         lid=int(lid) if lid is not None else None,
         vendor_id=pending.get("vendid", ""),
         device_id=pending.get("devid", ""),
+        system_guid=_system_guid(pending.get("sysimgguid", "")),
     )
+
+
+def _system_guid(value: str) -> str:
+    """The sysimgguid of a block, normalised; "" when absent or not a GUID (it only groups HCAs)."""
+    return guid_or_empty(value)
 
 
 def _declare(nodes: dict[str, _Node], node: _Node, source: str) -> None:
@@ -315,6 +360,7 @@ def _ca(node: _Node) -> ParsedCA:
         lids=dict(sorted(node.lids.items())),
         vendor_id=node.vendor_id,
         device_id=node.device_id,
+        system_guid=node.system_guid,
     )
 
 

@@ -29,10 +29,13 @@ Behaviour, beyond the grammar:
 * Descriptions are kept exactly as printed (`' 5FB0406-spine-IB02 '` keeps its spaces); the
   switch name is the stripped description. CA descriptions give hostname and device as in the
   default format; "Aggregation Node" CAs are SHARP aggregation nodes (kind "aggregation").
+* An unconnected port's description may be unquoted (older infiniband-diags).
+* Warnings (with line numbers): a stderr line of the tools (see ibnetdiscover.py), a line that
+  contradicts an earlier one (skipped, the first claim kept), the two ends of a cable printing
+  different rates (the slower kept, the link marked degraded), CAs with no host name.
 * Errors (with line numbers): empty input, binary junk, a line that does not match the grammar
   (including a truncated last line), a garbled rate or GUID, port 0, a node type other than
-  CA/SW/RT, one GUID printed as two node types, one port cabled to two different peers or
-  listed both as linked and as unconnected, and the two ends of a cable printing different rates.
+  CA/SW/RT, one GUID printed as two node types.
 """
 
 from __future__ import annotations
@@ -47,8 +50,11 @@ from ._common import (
     LinkTable,
     ca_identity,
     check_text,
+    diagnostic_warning,
     excerpt,
+    is_diagnostic,
     iter_lines,
+    name_unnamed_by_system,
     parse_guid,
     parse_link_rate,
 )
@@ -58,7 +64,10 @@ _END = r"(?P<{0}type>\S+)\s+(?P<{0}lid>\d+)\s+(?P<{0}port>\d+)\s+(?P<{0}guid>\S+
 _LINE = re.compile(
     r"^\s*" + _END.format("") + r"\s+(?P<width>\d+x|\?\?)\s*(?P<speed>\S+)\s+"
     r"(?:-\s+" + _END.format("p") + r"\s+\(\s*'(?P<desc>.*?)'\s+-\s+'(?P<pdesc>.*)'\s*\)"
-    r"|'(?P<odesc>.*)')\s*$"
+    r"|'(?P<odesc>.*)'"
+    # Older infiniband-diags printed an unconnected port's description unquoted (infiniband_exporter's
+    # test3.out). It may not start with "-", so a link line cut short is still refused, not read as this.
+    r"|(?P<bare>[^'\s-].*?))\s*$"
 )
 _TYPES = {"CA": "CA", "SW": "switch", "RT": "router"}  # as printed -> as named in messages
 
@@ -86,18 +95,25 @@ def parse_ibnetdiscover_ports(text: str, source: str = "") -> ParsedFabric:
     check_text(text, source)
     nodes: dict[str, _Node] = {}
     links = LinkTable(source, _describer(nodes), lenient=True)
+    warnings: list[str] = []
     for number, raw in iter_lines(text):
-        if raw.strip():
-            _read_line(raw, number, source, nodes, links)
+        line = raw.strip()
+        if not line:
+            continue
+        if is_diagnostic(line):
+            warnings.append(diagnostic_warning(line, number, source))
+            continue
+        _read_line(raw, number, source, nodes, links)
     if not nodes:
         raise ParseError("no switches or channel adapters found", 0, source)
+    cas = [_ca(n) for n in nodes.values() if n.type != "SW"]
     return ParsedFabric(
         switches=[_switch(n) for n in nodes.values() if n.type == "SW"],
-        cas=[_ca(n) for n in nodes.values() if n.type != "SW"],
+        cas=cas,
         links=links.links(),
         down_ports=links.down_ports(),
         source="ibnetdiscover-ports",
-        warnings=links.warnings,
+        warnings=warnings + links.warnings + name_unnamed_by_system(cas, source),
     )
 
 
@@ -108,7 +124,7 @@ def _read_line(line: str, number: int, source: str, nodes: dict[str, _Node], lin
     own = _end(m, "", number, source)
     rate = _rate(m["width"], m["speed"], number, source, linked=m["ptype"] is not None)
     if m["ptype"] is None:
-        _node(nodes, own, m["odesc"], number, source)
+        _node(nodes, own, m["odesc"] if m["odesc"] is not None else m["bare"], number, source)
         links.add_down((own.guid, own.port), rate, number)
         return
     peer = _end(m, "p", number, source)

@@ -71,13 +71,24 @@ class ParsedCA:
 
     guid: str  # node GUID
     description: str  # "stage114 mlx4_0"
-    hostname: str  # "stage114"; "" for aggregation nodes and routers
+    hostname: str  # "stage114"; "" for aggregation nodes, routers and unnamed HCAs
     device: str  # "mlx4_0", "HCA-1"
     kind: CaKind = "host"
     port_guids: dict[int, str] = field(default_factory=dict)  # port number -> port GUID
     lids: dict[int, int] = field(default_factory=dict)  # port number -> LID
     vendor_id: str = ""
     device_id: str = ""
+    system_guid: str = ""  # system image GUID (`sysimgguid=`): shared by the HCAs of one system
+
+    @property
+    def unnamed(self) -> bool:
+        """A host's adapter whose node description names no host (firmware default, never set)."""
+        return self.kind == "host" and not self.hostname
+
+    @property
+    def system_key(self) -> str:
+        """What identifies an unnamed HCA's host: its system image GUID, else its node GUID."""
+        return self.system_guid or self.guid
 
 
 @dataclass(slots=True)
@@ -96,6 +107,14 @@ class ParsedLink:
     b: PortRef
     width: int  # lanes
     speed: str  # "QDR", ... "" when the fabric printed "???"
+    # Why the link is degraded, "" when it is not: e.g. its two ends reported different rates (the
+    # slower is kept in width/speed).
+    degraded: str = ""
+
+    @property
+    def loopback(self) -> bool:
+        """A cable between two ports of one node (a test plug, a miscabling): recorded, never routed."""
+        return self.a.node_guid == self.b.node_guid
 
 
 @dataclass(slots=True)
@@ -148,4 +167,17 @@ class ParsedFabric:
     warnings: list[str] = field(default_factory=list)  # lines skipped by a lenient parser, with why
 
     def hosts(self) -> set[str]:
+        """Host names the input gives (unnamed HCAs are not among them: see `unnamed_hosts`)."""
         return {ca.hostname for ca in self.cas if ca.kind == "host" and ca.hostname} | {n.hostname for n in self.nodes}
+
+    def unnamed_hosts(self) -> dict[str, list[ParsedCA]]:
+        """Unnamed HCAs grouped by the system they belong to (`ParsedCA.system_key`), in input order."""
+        groups: dict[str, list[ParsedCA]] = {}
+        for ca in self.cas:
+            if ca.unnamed:
+                groups.setdefault(ca.system_key, []).append(ca)
+        return groups
+
+    def host_count(self) -> int:
+        """Servers on the fabric: named hosts plus one per unnamed system."""
+        return len(self.hosts()) + len(self.unnamed_hosts())

@@ -4,6 +4,9 @@
   that hostname, so a dual-rail server has two links to the fabric.
 * SHARP aggregation nodes and routers are not hosts; their links are left out
   (they would otherwise count as cut-off hosts or as host-facing capacity).
+* HCAs with no host name are one host per system image GUID, "unnamed-<guid>".
+* A loopback (two ports of one switch cabled together) stays a link; the graph keeps it out of
+  every path (fabric.topology.graph.LOOPBACK).
 * Link capacity is the data rate from `rates.py` (0 when the speed is "???").
 * Ports in `down_ports` have no peer and are not links.
 """
@@ -20,8 +23,14 @@ from fabric.topology.types import Fabric, THost, TLink, TSwitch
 def _host_key(ca: ParsedCA) -> str:
     if ca.hostname:
         return ca.hostname
-    # An HCA whose description names no host: keep it, keyed so it cannot clash with a hostname.
-    return f"ca-{ca.guid}"
+    # An HCA whose description names no host is still a server's: one host per system image GUID
+    # (else node GUID), keyed as the import names its placeholder node (fabric.actions).
+    return unnamed_host_name(ca.system_key)
+
+
+def unnamed_host_name(system_key: str) -> str:
+    """The placeholder host name of an unnamed system, until an operator or a later import names it."""
+    return f"unnamed-{system_key}"
 
 
 def fabric_from_parsed(parsed: ParsedFabric, host_roles: Mapping[str, str] | None = None) -> Fabric:

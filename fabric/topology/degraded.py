@@ -8,7 +8,8 @@ An up link is degraded when its data rate is
   This catches a link that trained to 2x or QDR in an HDR fabric when the inventory
   does not know what the ports support.
 A link that is down is listed as such; one whose speed the fabric did not report
-("4x???", capacity 0) is listed as "speed unknown".
+("4x???", capacity 0) is listed as "speed unknown". A loopback (a switch cabled to itself)
+is always listed: it carries no traffic and is never routed over.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from fabric.topology.graph import HOST_HOST, HOST_SWITCH, FabricGraph, natural_key
+from fabric.topology.graph import HOST_HOST, HOST_SWITCH, LOOPBACK, FabricGraph, natural_key
 from fabric.topology.tiers import TIER_ORDER, Tiers
 
 _RANK = {t: i for i, t in enumerate(TIER_ORDER)}
@@ -40,6 +41,8 @@ def link_class(graph: FabricGraph, tiers: Tiers, li: int) -> str:
         return "host"
     if kind == HOST_HOST:
         return "host-host"
+    if kind == LOOPBACK:
+        return "loopback"
     ra, rb = tiers.role[graph.end_a[li]], tiers.role[graph.end_b[li]]
     if _RANK[ra] > _RANK[rb]:
         ra, rb = rb, ra
@@ -68,10 +71,12 @@ def degraded_links(graph: FabricGraph, tiers: Tiers) -> list[DegradedLink]:
         cls = classes[li]
         cap = link.capacity_gbps
         usual_cap = usual.get(cls, 0.0)
-        if link.up and 0 < cap and cap >= link.supported_gbps and cap >= usual_cap:
+        if link.up and 0 < cap and cap >= link.supported_gbps and cap >= usual_cap and cls != "loopback":
             continue  # the common case, decided without building strings
         reasons: list[str] = []
-        if not link.up:
+        if cls == "loopback":
+            reasons.append("loopback: a switch cabled to itself, never routed over")
+        elif not link.up:
             reasons.append("down")
         elif cap <= 0:
             reasons.append("speed unknown")

@@ -30,6 +30,9 @@ def natural_key(text: str) -> tuple[object, ...]:
 SWITCH_SWITCH = 0
 HOST_SWITCH = 1
 HOST_HOST = 2  # back-to-back cable between two servers: no fabric path, ignored by the analyses
+# A cable between two ports of one switch (a test plug, a miscabling): kept so reports can flag it,
+# in no adjacency list, so no path, tier, SPOF or bandwidth figure ever goes over it.
+LOOPBACK = 3
 
 
 @dataclass(slots=True)
@@ -44,7 +47,8 @@ class FabricGraph:
     host_index: dict[str, int]
     links: list[TLink]
     # Per link: kind and the two ends as indices. For HOST_SWITCH links `end_a` is the
-    # switch and `end_b` the host whatever the order in the TLink; for HOST_HOST both are hosts.
+    # switch and `end_b` the host whatever the order in the TLink; for HOST_HOST both are hosts;
+    # for LOOPBACK both are the one switch.
     link_kind: list[int]
     end_a: list[int]
     end_b: list[int]
@@ -56,6 +60,8 @@ class FabricGraph:
     sw_hosts: list[list[tuple[int, int]]] = field(default_factory=list)
     host_links_all: list[list[tuple[int, int]]] = field(default_factory=list)
     host_links: list[list[tuple[int, int]]] = field(default_factory=list)
+    # Indices of LOOPBACK links (a switch cabled to itself), in link order.
+    loopbacks: list[int] = field(default_factory=list)
     # natural_key of each switch name / hostname, computed once for the many sorts of a report.
     switch_sort: list[tuple[object, ...]] = field(default_factory=list)
     host_sort: list[tuple[object, ...]] = field(default_factory=list)
@@ -105,7 +111,11 @@ class FabricGraph:
             sa, sb = sw_get(link.a), sw_get(link.b)
             if sa is not None and sb is not None:
                 if sa == sb:
-                    raise ValueError(f"link {link.key!r} connects switch {link.a!r} to itself")
+                    kind.append(LOOPBACK)
+                    end_a.append(sa)
+                    end_b.append(sb)
+                    g.loopbacks.append(li)
+                    continue
                 kind.append(SWITCH_SWITCH)
                 end_a.append(sa)
                 end_b.append(sb)

@@ -361,11 +361,15 @@ def test_header_keyword_must_match_the_node_id() -> None:
     assert "Ca header with node id 'S-0000000000000001'" in err.message
 
 
-def test_ends_of_one_cable_disagree_on_the_rate() -> None:
+def test_ends_of_one_cable_disagreeing_on_the_rate_keep_the_slower_and_warn() -> None:
+    # Line 4 (switch side) says 4xHDR (200 Gb/s), line 10 (gpu01's side) 4xEDR (100 Gb/s): EDR is kept.
     text = SMALL.replace('# lid 7 lmc 0 "Quantum Mellanox Technologies" lid 5 4xHDR', '# lid 7 lmc 0 "x" lid 5 4xEDR')
-    err = parse_error(text)
-    assert err.line == 10
-    assert "disagree on its rate: 4xHDR (line 4) and 4xEDR" in err.message
+    fabric = parse_ibnetdiscover(text, "t.topo")
+    link = next(link for link in fabric.links if "00000000000000a0" in (link.a.node_guid, link.b.node_guid))
+    assert (link.width, link.speed) == (4, "EDR")
+    assert "4xHDR (line 4) and 4xEDR (line 10)" in link.degraded
+    (warning,) = [w for w in fabric.warnings if "different rates" in w]
+    assert warning.startswith("t.topo:10: ") and "marked degraded" in warning
 
 
 def test_truncated_mid_line_is_reported_at_the_last_line() -> None:

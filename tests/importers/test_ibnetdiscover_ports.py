@@ -236,7 +236,12 @@ def test_port_listed_down_after_linked_is_a_warning() -> None:
     assert ("7cfe9003009ce5b0", 10) not in {(p.ref.node_guid, p.ref.port) for p in parsed.down_ports}
 
 
-def test_two_ends_disagree_on_the_rate() -> None:
-    err = parse_error(TEST1.replace("SW  1719 11 0x7cfe9003009ce5b0 4x EDR", "SW  1719 11 0x7cfe9003009ce5b0 4x HDR"))
-    assert err.line == 5
-    assert "disagree on its rate: 4xEDR (line 2) and 4xHDR" in err.message
+def test_two_ends_disagreeing_on_the_rate_keep_the_slower_and_warn() -> None:
+    # Line 2 says 4x EDR (100 Gb/s) for o0002's cable, line 5 (the switch's side) 4x HDR (200): EDR is kept.
+    parsed = parse_ibnetdiscover_ports(
+        TEST1.replace("SW  1719 11 0x7cfe9003009ce5b0 4x EDR", "SW  1719 11 0x7cfe9003009ce5b0 4x HDR"), "p.out"
+    )
+    link = next(link for link in parsed.links if PortRef("7cfe9003009ce5b0", 11) in (link.a, link.b))
+    assert (link.width, link.speed) == (4, "EDR")
+    assert "4xEDR (line 2) and 4xHDR (line 5)" in link.degraded
+    assert any(w.startswith("p.out:5: ") and "marked degraded" in w for w in parsed.warnings)

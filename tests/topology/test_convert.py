@@ -95,5 +95,6 @@ def test_switch_role_and_name_are_carried_over():
 
 
 def test_hca_without_hostname_gets_a_key_of_its_own():
+    # Unnamed: one host per system image GUID, else node GUID, named as the import's placeholder node.
     f = fabric_from_parsed(parsed())
-    assert "ca-0000000000000004" in {h.key for h in f.hosts}
+    assert "unnamed-0000000000000004" in {h.key for h in f.hosts}

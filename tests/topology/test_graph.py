@@ -1,6 +1,6 @@
 import pytest
 
-from fabric.topology.graph import HOST_HOST, HOST_SWITCH, SWITCH_SWITCH, FabricGraph, natural_key
+from fabric.topology.graph import HOST_HOST, HOST_SWITCH, LOOPBACK, SWITCH_SWITCH, FabricGraph, natural_key
 from fabric.topology.types import Fabric, THost, TLink, TSwitch
 from tests.topology.factories import FabricBuilder
 
@@ -64,10 +64,12 @@ def test_key_used_for_switch_and_host_is_rejected():
         FabricGraph.build(Fabric(switches=[TSwitch("x", "a")], hosts=[THost("x")]))
 
 
-def test_switch_self_loop_is_rejected():
+def test_switch_self_loop_is_a_loopback_outside_every_path():
+    # A switch cabled to itself (issue 13): kept and flagged, never a neighbour of anything.
     fabric = Fabric(switches=[TSwitch("s1", "a")], links=[TLink("l1", "s1", "s1", 400.0)])
-    with pytest.raises(ValueError, match="itself"):
-        FabricGraph.build(fabric)
+    graph = FabricGraph.build(fabric)
+    assert (graph.link_kind, graph.loopbacks) == ([LOOPBACK], [0])
+    assert (graph.sw_adj_all, graph.sw_adj) == ([[]], [[]])
 
 
 def test_switch_order_is_natural_by_name():
