@@ -19,9 +19,13 @@ Search (never a scan of all nodes per job):
   placement sits on hot or erroring links) are pods, then the whole fabric, tried. Nodes with hot or
   erroring HCA links are taken last. A job with a free shape gets a balanced split (8+8 rather than
   8+7+1: the ring's bandwidth grows with the GPUs per node) and a packed one, both scored.
-* Shared GPUs: MPS GPUs from the bucket with the least compute left that still fits (packing keeps
-  whole GPUs free), MIG GPUs from the fullest that has a free slot for the profile (start slice chosen
-  to keep the largest profile placeable), time-sliced GPUs from the least used (spreading).
+* Shared GPUs: MPS shares go where the pool's expected fragmentation against its request mix grows least
+  (FGD, `fragmentation`): one GPU per bucket of compute left and one node per count of empty GPUs (the
+  bucket's oldest member) is scored, across the job's partitions, equal scores to the hostname that
+  sorts first; with no mix, the bucket with the least compute left that still fits (packing keeps whole
+  GPUs free). MIG GPUs from the fullest
+  that has a free slot for the profile (start slice chosen to keep the largest profile placeable),
+  time-sliced GPUs from the least used (spreading).
 Scores come from `costmodel` (see its docstring and docs/scheduler.md).
 """
 
@@ -42,6 +46,7 @@ from scheduler.core.costmodel import (
     ring_allreduce_s,
     ring_latency_s,
 )
+from scheduler.core.fragmentation import MpsFragmentation, mix_from_jobs, mps_classes
 from scheduler.core.mig import best_start, validate_profile
 from scheduler.core.state import ClusterState, GpuSlot, NodeSlot, Partition
 from scheduler.core.topology import (
@@ -114,6 +119,43 @@ class Placer:
         self.params = state.params
         self.config = state.config
         self.evaluations = 0
+        self._frag: dict[int, MpsFragmentation | None] | None = None  # pool -> its mix (built on first use)
+        self._rank: dict[NodeSlot, int] = {}  # node -> its place by hostname (ties of the fragmentation term)
+
+    def use_request_mix(self, mix) -> None:
+        """Score MPS shares against this mix from now on (a replay that keeps one Placer across arrivals;
+        a round builds its Placer from the snapshot, whose `request_mix` it reads)."""
+        self._frag = self._build_frag(list(mix), fallback=False)
+
+    def _build_frag(self, mix: list, fallback: bool) -> dict[int, MpsFragmentation | None]:
+        st, cfg = self.state, self.config
+        out: dict[int, MpsFragmentation | None] = {}
+        mps_pools = [pid for pid, p in st.pools.items() if p.sharing == "mps"]
+        jobs_mix: list | None = None
+        for pid in mps_pools:
+            classes = mps_classes(
+                mix, pid, cfg.fragmentation_coverage, cfg.fragmentation_max_classes, cfg.fragmentation_prior_whole
+            )
+            if not classes and fallback:
+                if jobs_mix is None:  # one pass over the snapshot's jobs, only when some pool needs it
+                    snap = st.snapshot
+                    jobs_mix = mix_from_jobs([*snap.pending, *(r.request for r in snap.running)])
+                classes = mps_classes(
+                    jobs_mix,
+                    pid,
+                    cfg.fragmentation_coverage,
+                    cfg.fragmentation_max_classes,
+                    cfg.fragmentation_prior_whole,
+                )
+            out[pid] = MpsFragmentation(classes) if classes else None
+        if not self._rank:
+            self._rank = {st.nodes[h]: i for i, h in enumerate(sorted(st.nodes))}
+        return out
+
+    def _frag_for(self, pool: int) -> MpsFragmentation | None:
+        if self._frag is None:
+            self._frag = self._build_frag(list(self.state.snapshot.request_mix), fallback=True)
+        return self._frag.get(pool)
 
     # ------------------------------------------------------------------ context
 
@@ -613,6 +655,28 @@ class Placer:
                     out.append((cap, avail, load.on_pod(pod, own), P.core_factor))
         return out
 
+    def saturated_slowdown(self, ctx: JobCtx, cand: Candidate) -> float:
+        """The candidate's slowdown once its leaves' hosts all communicate across leaves: each leaf's (pod's)
+        uplinks then give a ring only their per-host share (capacity / hosts, the oversubscription), less
+        the ECMP loss. What a ring that crosses a busy leaf should expect over its run (`cand` itself is
+        priced with the rings there now)."""
+        if cand.shares is not None or len(cand.picks) < 2 or cand.level < LEVEL_POD_GROUP:
+            return cand.slowdown
+        st, P = self.state, self.params
+        topo = st.topo
+        b = cand.bw
+        for g in {node.group for node, _ in cand.picks}:
+            if g < 0:
+                continue
+            info = topo.groups[g]
+            hosts = max(1, len(info.hosts))
+            if info.uplink_gbps > 0:
+                b = min(b, info.uplink_gbps / 8.0 / hosts * P.spine_factor * P.net_efficiency)
+        if b >= cand.bw:
+            return cand.slowdown
+        comm = ring_allreduce_s(ctx.n, ctx.S, b) + ring_latency_s(ctx.n, cand.level, P)
+        return (cand.comp + comm + cand.io) / ctx.ideal
+
     def _io_time(self, ctx: JobCtx, node: NodeSlot, k: int) -> float:
         st, P = self.state, self.params
         if node.name == ctx.ds_name:
@@ -634,10 +698,182 @@ class Placer:
 
     def _find_shared(self, ctx: JobCtx) -> Candidate | None:
         best: Candidate | None = None
+        if ctx.sharing == "mps":
+            frag = self._frag_for(ctx.parts[0].pool)
+            if frag:
+                return self._find_mps_frag(ctx, frag)
         for part in ctx.parts:
             cand = self._shared_multi(ctx, part) if ctx.n > 1 else self._shared_single(ctx, part)
             best = self._better(best, cand)
         return best
+
+    # -- MPS against the request mix (FGD)
+
+    def _find_mps_frag(self, ctx: JobCtx, frag: MpsFragmentation) -> Candidate | None:
+        """The MPS placement whose node's fragmentation grows least (see `fragmentation`), plus its
+        modelled slowdown; equal scores to the node whose hostname sorts first, then the lowest GPU."""
+        best: tuple | None = None  # (score, node rank, gpu pos), Candidate
+        for part in ctx.parts:
+            found = self._mps_frag_single(ctx, part, frag) if ctx.n == 1 else self._mps_frag_multi(ctx, part, frag)
+            if found is not None and (best is None or found[0] < best[0]):
+                best = found
+        return None if best is None else best[1]
+
+    def _frag_cost(self, frag: MpsFragmentation, delta: int) -> float:
+        # numerator -> GPUs: / (weight x 100 %); the same expression as the inline loop's, so equal changes tie
+        return self.params.w_fragmentation / (frag.denominator * 100.0) * delta
+
+    def _mps_frag_single(self, ctx: JobCtx, part: Partition, frag: MpsFragmentation):
+        P = self.params
+        floor = P.min_available
+        inter = ctx.interference
+        base = ctx.C / max(part.strength, 1e-6) / ctx.ideal
+        pct, mem = ctx.mps_pct, ctx.mps_mem
+        model = part.model.upper()
+        rank = self._rank
+        partial = bool(frag.multi_partial)
+        best_key: tuple | None = None
+        best_g: GpuSlot | None = None
+        best_frag = 0.0
+        evals = 0
+
+        def others_of(g: GpuSlot) -> list[tuple[int, int]]:
+            return [_mps_free(o) for o in g.node.gpus if o is not g and _mps_usable(o)]
+
+        def consider(g: GpuSlot, fr: float | None = None) -> tuple[float, float]:
+            nonlocal best_key, best_g, best_frag, evals
+            node = g.node
+            if fr is None:
+                L, M = _mps_free(g)
+                d = frag.delta_single(
+                    model, pct, mem, L, M, node.n_free, node.G, g.memory_mib, others_of(g) if partial else None
+                )
+                fr = self._frag_cost(frag, d)
+            free = 1.0 - g.util * inter
+            slow = base / (free if free > floor else floor)
+            key = (slow + fr, rank[node], g.pos)
+            evals += 1
+            if best_key is None or key < best_key:
+                best_key, best_g, best_frag = key, g, fr
+            return key[0], fr
+
+        # GPUs already in use: one per bucket of compute left (within a bucket only memory and, for classes
+        # of several partial GPUs, the node can differ; the bucket's oldest member stands for it).
+        buckets = part.mps_b
+        if partial:
+            for r in range(pct, 100):
+                for g in buckets[r]:
+                    if g.memory_mib - g.mps_mem >= mem:
+                        consider(g)
+                        break
+        else:  # the same, inline: the change is the GPU's alone (this loop is most of the term's cost)
+            used_delta = frag.delta_used_gpu
+            scale = self.params.w_fragmentation / (frag.denominator * 100.0)
+            for r in range(pct, 100):
+                for g in buckets[r]:
+                    left = g.memory_mib - g.mps_mem
+                    if left >= mem:
+                        fr = scale * used_delta(model, pct, mem, r, left)
+                        u = g.util
+                        free = 1.0 - u * inter if u else 1.0
+                        key = ((base / (free if free > floor else floor)) + fr, rank[g.node], g.pos)
+                        evals += 1
+                        if best_key is None or key < best_key:
+                            best_key, best_g, best_frag = key, g, fr
+                        break
+        # Empty GPUs: the change depends on how many empty GPUs their node has, so one node per count (the
+        # bucket's oldest). Where that ties the best score, the bucket's node whose hostname sorts first gets
+        # it: equal changes are common (every empty GPU, for a whole-GPU share), and taking them in hostname
+        # order fills one node after the other, whatever order earlier holds and releases left the bucket in.
+        reps: list[tuple[float, int, float]] = []  # (score, empty GPUs, fragmentation cost)
+        if part.mps_b[100]:
+            for c in range(1, part.G + 1):
+                for node in part.buckets[c]:
+                    g = _first_empty(node, mem)
+                    if g is not None:
+                        score, fr = consider(g)
+                        reps.append((score, c, fr))
+                        break
+        for score, c, fr in reps:
+            if best_key is not None and score == best_key[0]:
+                top = best_key[1]
+                for node in part.buckets[c]:
+                    if rank[node] < top:
+                        g = _first_empty(node, mem)
+                        if g is not None:
+                            consider(g, None if partial else fr)  # same count, same change (save those)
+                            top = best_key[1]
+        self.evaluations += evals
+        if best_g is None:
+            return None
+        sh = self._share_for(ctx, part, best_g)
+        if sh is None:  # pragma: no cover - the buckets say it fits
+            return None
+        cand = self._eval_shared(ctx, part, [(best_g, sh)])
+        cand.score, cand.frag = cand.slowdown + best_frag, best_frag
+        assert best_key is not None
+        return (cand.score, best_key[1], best_key[2]), cand
+
+    def _mps_frag_multi(self, ctx: JobCtx, part: Partition, frag: MpsFragmentation):
+        """Several MPS GPUs on one node: whole-GPU shares look at one node per count of empty GPUs (the
+        bucket's oldest, then, where it ties the best, the bucket's nodes whose hostnames sort before the
+        best's); partial ones at the first `max_candidates` nodes that can take them. Each change is exact."""
+        n, pct = ctx.n, ctx.mps_pct
+        rank = self._rank
+        best: tuple | None = None  # (score, rank, 0), Candidate
+        evals = 0
+
+        def consider(node: NodeSlot) -> float | None:
+            nonlocal best, evals
+            fits = [(g, sh) for g in node.gpus if (sh := self._share_for(ctx, part, g)) is not None]
+            if len(fits) < n:
+                return None
+            chosen = self._pick_shared(node, fits, n, ctx.sharing)
+            before = [_mps_free(g) for g in node.gpus if _mps_usable(g)]
+            taken = {g.id for g, _ in chosen}
+            after = [
+                (L - pct, M - ctx.mps_mem) if g.id in taken else (L, M)
+                for g in node.gpus
+                if _mps_usable(g)
+                for L, M in (_mps_free(g),)
+            ]
+            d = frag.node_num(part.model, after) - frag.node_num(part.model, before)
+            fr = self._frag_cost(frag, d)
+            cand = self._eval_shared(ctx, part, chosen)
+            cand.score, cand.frag = cand.slowdown + fr, fr
+            key = (cand.score, rank[node], 0)
+            evals += 1
+            if best is None or key < best[0]:
+                best = (key, cand)
+            return cand.score
+
+        if pct >= 100:
+            reps: list[tuple[float, int]] = []
+            for c in range(n, part.G + 1):
+                for node in part.buckets[c]:
+                    score = consider(node)
+                    if score is not None:
+                        reps.append((score, c))
+                    break
+            for score, c in reps:
+                if best is not None and score == best[0][0]:
+                    for node in part.buckets[c]:
+                        if rank[node] < best[0][1]:
+                            consider(node)
+        else:
+            for node in part.nodes:
+                if node.eligible and consider(node) is not None and evals >= self.config.max_candidates:
+                    break
+        return best
+
+    @staticmethod
+    def _pick_shared(node: NodeSlot, fits: list[tuple[GpuSlot, Share]], n: int, sharing: str):
+        """n of the node's fitting GPUs: inside one island if one holds them, least room left first."""
+        for im in node.islands:
+            inside = [t for t in fits if t[0].bit & im]
+            if len(inside) >= n:
+                return sorted(inside, key=lambda t: _room(t[0], sharing))[:n]
+        return sorted(fits, key=lambda t: (_island_of(node, t[0]), _room(t[0], sharing)))[:n]
 
     def _share_for(self, ctx: JobCtx, part: Partition, g: GpuSlot) -> Share | None:
         """The share this job would take on GPU g, or None when it does not fit there now."""
@@ -1010,6 +1246,25 @@ def _island_of(node: NodeSlot, g: GpuSlot) -> int:
         if im & g.bit:
             return i
     return 0
+
+
+def _mps_usable(g: GpuSlot) -> bool:
+    """The GPU can take MPS shares at all (what the fragmentation measure counts)."""
+    return g.healthy and g.node.eligible and not (g.excl or g.mig_mask or g.ts_used)
+
+
+def _mps_free(g: GpuSlot) -> tuple[int, int]:
+    """(compute %, memory MiB) an MPS GPU has left."""
+    return 100 - g.mps_pct, g.memory_mib - g.mps_mem
+
+
+def _first_empty(node: NodeSlot, mem: int) -> GpuSlot | None:
+    """The node's empty GPU with the memory for the share, least loaded first, then lowest position."""
+    best: GpuSlot | None = None
+    for g in node.gpus:
+        if g.bit & node.free_mask and g.memory_mib >= mem and (best is None or g.util < best.util):
+            best = g
+    return best
 
 
 def _room(g: GpuSlot, sharing: str) -> float:
