@@ -50,6 +50,9 @@ Policies (each sees the same arrivals and the same CPU / memory / GPU-model chec
   and searched again; masks are lifted as soon as a later pod fits there. CPU-only pods (no GPU: the
   engine does not place those) go to the node with the fewest unallocated GPUs that has the CPU and
   memory (then the least CPU left), so they strand as few GPUs as possible.
+  The engine's fragmentation term (`scheduler.core.fragmentation`) sees the request mix a production
+  snapshot would carry: the GPU pods arrived so far (the one being placed included), handed to the
+  placer at every arrival as every round reads its snapshot's; never a pod still to come.
 """
 
 from __future__ import annotations
@@ -65,7 +68,7 @@ from fabric.topology.types import Fabric
 from scheduler.core.placement import Placer
 from scheduler.core.state import ClusterState
 from scheduler.core.topology import build_topology
-from scheduler.core.types import GpuState, JobRequest, NodeState, PoolState, Share, Snapshot
+from scheduler.core.types import GpuState, JobRequest, NodeState, PoolState, RequestClass, Share, Snapshot
 from scheduler.sim.traces.alibaba import AlibabaNode, AlibabaPod
 
 MILLI = 1000
@@ -94,7 +97,8 @@ ENGINE_MAPPING = (
     "one MPS pool of all nodes; gpu_milli -> MPS ceil(gpu_milli/10) % compute and that fraction of GPU "
     "memory; a whole GPU -> a 100 % share with all its memory (exclusive in effect); num_gpu > 1 -> an MPS "
     "job of num_gpu GPUs on one node; CPU, host memory and gpu_spec checked from the node list by masking "
-    "nodes; CPU-only pods (not engine jobs) -> the node with the fewest free GPUs that has the CPU and memory"
+    "nodes; request mix of the fragmentation term = the GPU pods arrived so far; CPU-only pods (not engine "
+    "jobs) -> the node with the fewest free GPUs that has the CPU and memory"
 )
 
 Progress = Callable[[str, int, int], None]  # (policy, arrivals done, arrivals in all)
@@ -444,6 +448,10 @@ class EnginePolicy:
         self.ctx_cache: dict[tuple, Any] = {}
         self.next_id = 0
         self.masks = 0  # nodes masked for CPU / memory / model, in all
+        # The request mix the engine's fragmentation term sees: every GPU pod arrived so far (the one
+        # being placed included: it is pending in its own round), as a production snapshot's histogram of
+        # recent submissions would hold it; nothing about pods still to come.
+        self.mix: dict[tuple, int] = {}
 
     # -- masking nodes the engine cannot judge (CPU, host memory, GPU model list)
 
@@ -491,6 +499,7 @@ class EnginePolicy:
         mem = self._mps_memory(pct, job.gpu_model)
         job = replace(job, mps_memory_mib=mem)
         key = (job.gpus, pct, mem, job.gpu_model)
+        self._arrive(key)
         ctx = self.ctx_cache.get(key)
         if ctx is None:
             ctx, _err = self.placer.context(job)
@@ -513,6 +522,14 @@ class EnginePolicy:
             assert node_i == i
             out.append((j, sh.compute_pct * 10))
         return i, out
+
+    def _arrive(self, key: tuple) -> None:
+        """Count the pod's request class and hand the mix to the placer (as a round reads its snapshot's)."""
+        self.mix[key] = self.mix.get(key, 0) + 1
+        self.placer.use_request_mix(
+            RequestClass(pool=1, sharing="mps", gpus=g, mps_compute_pct=p, mps_memory_mib=m, gpu_model=mo, weight=w)
+            for (g, p, m, mo), w in self.mix.items()
+        )
 
     def _mps_memory(self, pct: int, model: str | None) -> int:
         low = self.low_mem.get(model)

@@ -120,13 +120,14 @@ def test_default_places_with_the_engine_and_mirrors_its_shares():
         g = st.gpus[gid]
         assert 1000 - 10 * g.mps_pct == cluster.gpu[i][j]
     assert cluster.allocated_milli == 500 + 300 + 2000 + 200
-    # MPS packs: the 0.3 and the 0.2 go onto the GPU that already holds the 0.5 (the fullest that fits);
+    # MPS packs: the 0.3 and the 0.2 go onto the GPU that already holds the 0.5 (the fragmentation term's mix
+    # is these few pods and 4 pseudo-requests of a whole GPU: every empty GPU kept whole is worth most);
     # the two whole GPUs need a node with two free GPUs.
     assert cluster.gpu == [[0, 1000], [0, 0, 1000, 1000]]
 
 
 def test_default_masks_nodes_without_cpu_and_lifts_the_mask_later():
-    nodes = [node("lean", cpu=2000), node("fat", cpu=64000)]
+    nodes = [node("n0-lean", cpu=2000), node("n1-fat", cpu=64000)]  # equal for the engine: n0 sorts first
     cluster = Cluster(nodes, FragMeter([]))
     pol = EnginePolicy(cluster, nodes)
     heavy = pod("heavy", 500, cpu=8000)
