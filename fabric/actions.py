@@ -20,7 +20,7 @@ from django.utils import timezone
 from fabric import events
 from fabric.choices import CaKind, GpuHealth, LinkState, NodeState, PortState, RoleSource, SwitchRole
 from fabric.collectors.samples import FABRIC_SOURCE
-from fabric.importers.types import ParsedFabric, ParsedNodeTopology, PortRef
+from fabric.importers.types import ParsedFabric, ParsedNodeTopology, PortRef, normalise_guid
 from fabric.models import GPU, HCA, Alert, Cluster, ImportRecord, Link, Node, NodeTopology, Port, Switch
 from fabric.models.telemetry import (
     GpuMetric,
@@ -32,6 +32,7 @@ from fabric.models.telemetry import (
     retention,
 )
 from fabric.telemetry.liveness import CLUSTER_KEY
+from fabric.topology.convert import unnamed_host_name
 from fabric.topology.rates import LinkRate
 
 log = logging.getLogger(__name__)
@@ -54,9 +55,12 @@ class ImportSummary:
     cluster: str
     format: str
     switches: int = 0
-    hosts: int = 0
+    hosts: int = 0  # servers: named hosts plus one per unnamed system
+    unnamed_hosts: int = 0  # of which the fabric named no host (placeholder nodes "unnamed-<guid>")
     cas: int = 0
     links: int = 0
+    loopbacks: int = 0  # cables between two ports of one node: stored, flagged, never routed
+    degraded_links: int = 0  # the two ends reported different rates: the slower is stored
     down_ports: int = 0
     gpus: int = 0
     changes: dict[str, Any] = field(default_factory=dict)
@@ -130,9 +134,10 @@ def import_fabric(
 
     switches, changes["switches"] = _apply_switches(cluster, parsed)
     progress(f"switches: {changes['switches']}")
-    nodes, changes["nodes"] = _apply_nodes(cluster, parsed)
+    nodes, ca_nodes, changes["nodes"] = _apply_nodes(cluster, parsed)
     progress(f"nodes: {changes['nodes']}")
-    cas, changes["cas"] = _apply_cas(cluster, parsed, nodes)
+    cas, changes["cas"] = _apply_cas(cluster, parsed, nodes, ca_nodes)
+    changes["nodes"]["placeholders_removed"] = _remove_empty_placeholders(cluster)
     progress(f"channel adapters: {changes['cas']}")
     changes["ports"], changes["links"] = _apply_cabling(cluster, parsed, switches, cas, now)
     progress(f"ports: {changes['ports']}; links: {changes['links']}")
@@ -143,9 +148,12 @@ def import_fabric(
     progress(f"tiers: {changes['roles']}")
 
     summary.switches = len(parsed.switches)
-    summary.hosts = len(parsed.hosts())
+    summary.hosts = parsed.host_count()
+    summary.unnamed_hosts = len(parsed.unnamed_hosts())
     summary.cas = len(parsed.cas)
     summary.links = len(parsed.links)
+    summary.loopbacks = sum(1 for link in parsed.links if link.loopback)
+    summary.degraded_links = sum(1 for link in parsed.links if link.degraded)
     summary.down_ports = len(parsed.down_ports)
     summary.gpus = sum(len(n.gpus) for n in parsed.nodes)
     summary.warnings = list(parsed.warnings)
@@ -179,8 +187,31 @@ def _apply_switches(cluster: Cluster, parsed: ParsedFabric) -> tuple[dict[str, S
     return rows, asdict(counter)
 
 
-def _apply_nodes(cluster: Cluster, parsed: ParsedFabric) -> tuple[dict[str, Node], dict]:
+def _apply_nodes(cluster: Cluster, parsed: ParsedFabric) -> tuple[dict[str, Node], dict[str, Node], dict]:
+    """Upsert the servers: hostname -> node, unnamed CA GUID -> node, and the counters.
+
+    HCAs the fabric names no host for (ParsedCA.unnamed) stay on the node they are already on (an operator,
+    the node agent or an earlier import named it); the others get their system's placeholder node
+    "unnamed-<system image GUID>", marked unnamed. An HCA on a placeholder that now names its host makes the
+    placeholder that host when no node has the name yet (it keeps its id, GPUs and history); otherwise it
+    moves to the named node and the emptied placeholder goes (_remove_empty_placeholders).
+    """
     existing = {n.hostname: n for n in cluster.nodes.all()}
+    by_pk = {n.pk: n for n in existing.values()}
+    stored_on = dict(HCA.objects.filter(cluster=cluster, node__isnull=False).values_list("guid", "node_id"))
+
+    renamed = 0
+    for ca in sorted(parsed.cas, key=lambda c: c.guid):  # GUID order: the same placeholder wins every time
+        if ca.kind != CaKind.HOST or not ca.hostname or ca.hostname in existing:
+            continue
+        node = by_pk.get(stored_on.get(ca.guid))
+        if node is not None and node.unnamed:
+            del existing[node.hostname]
+            node.hostname, node.unnamed = ca.hostname, False
+            node.save(update_fields=["hostname", "unnamed"])
+            existing[node.hostname] = node
+            renamed += 1
+
     wanted: dict[str, dict] = {h: {} for h in sorted(parsed.hosts())}
     for pn in parsed.nodes:
         values = {"role": pn.role}
@@ -189,27 +220,104 @@ def _apply_nodes(cluster: Cluster, parsed: ParsedFabric) -> tuple[dict[str, Node
         if pn.gpu_model:
             values["gpu_model"] = pn.gpu_model
         wanted[pn.hostname] = values
+    ca_host: dict[str, str] = {}  # unnamed CA GUID -> hostname of the node it goes on
+    for key, group in sorted(parsed.unnamed_hosts().items()):
+        placeholder = unnamed_host_name(key)
+        for ca in group:
+            node = by_pk.get(stored_on.get(ca.guid))
+            if node is not None:
+                ca_host[ca.guid] = node.hostname
+                continue
+            ca_host[ca.guid] = placeholder
+            if placeholder not in existing or existing[placeholder].unnamed:
+                wanted[placeholder] = {"unnamed": True, "system_guid": key[:16]}
     rows, counter = _upsert(
-        Node, existing, wanted, ["role", "rack", "gpu_model"], lambda h, v: Node(cluster=cluster, hostname=h, **v)
+        Node,
+        existing,
+        wanted,
+        ["role", "rack", "gpu_model", "unnamed", "system_guid"],
+        lambda h, v: Node(cluster=cluster, hostname=h, **v),
     )
-    return rows, asdict(counter)
+    nodes = {**existing, **rows}
+    counts = asdict(counter) | {"renamed": renamed, "unnamed": sum(1 for v in wanted.values() if v.get("unnamed"))}
+    return rows, {guid: nodes[name] for guid, name in ca_host.items()}, counts
 
 
-def _apply_cas(cluster: Cluster, parsed: ParsedFabric, nodes: dict[str, Node]) -> tuple[dict[str, HCA], dict]:
+def _apply_cas(
+    cluster: Cluster, parsed: ParsedFabric, nodes: dict[str, Node], ca_nodes: dict[str, Node]
+) -> tuple[dict[str, HCA], dict]:
     existing = {c.guid: c for c in cluster.hcas.all()}
     wanted = {}
     for ca in parsed.cas:
-        node = nodes.get(ca.hostname) if ca.kind == CaKind.HOST else None
+        node = None
+        if ca.kind == CaKind.HOST:
+            node = nodes.get(ca.hostname) if ca.hostname else ca_nodes[ca.guid]
         wanted[ca.guid] = {
             "node_id": node.pk if node else None,
             "device": ca.device[:32],
             "description": ca.description[:255],
             "kind": ca.kind,
+            "system_guid": ca.system_guid,
         }
-    rows, counter = _upsert(
-        HCA, existing, wanted, ["node", "device", "description", "kind"], lambda g, v: HCA(cluster=cluster, guid=g, **v)
-    )
+    fields = ["node", "device", "description", "kind", "system_guid"]
+    rows, counter = _upsert(HCA, existing, wanted, fields, lambda g, v: HCA(cluster=cluster, guid=g, **v))
     return rows, asdict(counter)
+
+
+def _remove_empty_placeholders(cluster: Cluster) -> int:
+    """Delete unnamed placeholder nodes left with no HCA and no GPU (their HCAs were named elsewhere)."""
+    empty = Node.objects.filter(cluster=cluster, unnamed=True, hcas__isnull=True, gpus__isnull=True)
+    return Node.objects.filter(pk__in=list(empty.values_list("pk", flat=True))).delete()[1].get("fabric.Node", 0)
+
+
+@transaction.atomic
+def name_host(node: Node, hostname: str) -> Node:
+    """Give a node (typically an unnamed placeholder) its real host name; returns the node that holds its HCAs.
+
+    When another node of the cluster already has that name (the node agent registered it), the HCAs move there
+    and an emptied placeholder is removed; otherwise the node is renamed in place.
+    """
+    hostname = hostname.strip()
+    if not hostname or len(hostname) > 128 or any(c.isspace() for c in hostname):
+        raise ActionError(f"not a host name: {hostname!r}")
+    Node.objects.select_for_update(no_key=True).filter(pk=node.pk).first()
+    other = Node.objects.filter(cluster_id=node.cluster_id, hostname=hostname).exclude(pk=node.pk).first()
+    if other is None:
+        node.hostname, node.unnamed = hostname, False
+        node.save(update_fields=["hostname", "unnamed"])
+        target = node
+    else:
+        node.hcas.update(node=other)
+        _remove_empty_placeholders(node.cluster)
+        target = other
+    events.send_on_commit(node.cluster_id, {"kind": "inventory_changed", "cause": f"host {hostname} named"})
+    return target
+
+
+@transaction.atomic
+def attach_hca(cluster: Cluster | int, guid: str, hostname: str) -> Node:
+    """Put the HCA with node GUID `guid` on host `hostname` (what the node agent reports: its host name and its
+    HCAs' GUIDs). An HCA on an unnamed placeholder names the placeholder (with its other HCAs, see name_host);
+    otherwise the HCA alone moves, to a node created for `hostname` when there is none."""
+    cluster_id = cluster.pk if isinstance(cluster, Cluster) else cluster
+    try:
+        guid = normalise_guid(guid)
+    except ValueError as exc:
+        raise ActionError(str(exc)) from None
+    hca = HCA.objects.select_related("node").filter(cluster_id=cluster_id, guid=guid).first()
+    if hca is None:
+        raise ActionError(f"no HCA with node GUID {guid} in this cluster (import the fabric first)")
+    if hca.kind != CaKind.HOST:
+        raise ActionError(f"HCA {guid} is a {hca.get_kind_display()}, not a host's adapter")
+    if hca.node_id and hca.node.unnamed:
+        return name_host(hca.node, hostname)
+    if hca.node_id and hca.node.hostname == hostname:
+        return hca.node
+    node, _ = Node.objects.get_or_create(cluster_id=cluster_id, hostname=hostname)
+    hca.node = node
+    hca.save(update_fields=["node"])
+    events.send_on_commit(cluster_id, {"kind": "inventory_changed", "cause": f"HCA {guid} on {hostname}"})
+    return node
 
 
 PortKey = tuple[str, int]  # (node GUID, port number)
@@ -267,7 +375,7 @@ def _supported_gbps(a: Port, b: Port) -> float:
     return min(rates) if len(rates) == 2 else 0.0
 
 
-LINK_FIELDS = ["width", "speed", "capacity_gbps", "supported_gbps", "state", "state_reason"]
+LINK_FIELDS = ["width", "speed", "capacity_gbps", "supported_gbps", "state", "state_reason", "loopback"]
 
 
 def _chunks(items: list, size: int = BATCH) -> Iterable[list]:
@@ -292,13 +400,18 @@ def _apply_cabling(
         rate = LinkRate(pl.width, pl.speed)
         supported = _supported_gbps(pa, pb) if pa and pb else 0.0
         state, reason = link_state(rate, supported, True)
+        if pl.degraded:  # the ends disagreed: the slower rate is stored, and why
+            state, reason = LinkState.DEGRADED, pl.degraded
+        if pl.loopback:
+            reason = "; ".join(filter(None, ["loopback: both ends on one node, never routed over", reason]))
         values = {
             "width": rate.width,
             "speed": rate.speed,
             "capacity_gbps": rate.data_gbps,
             "supported_gbps": supported,
             "state": state,
-            "state_reason": reason,
+            "state_reason": reason[:255],
+            "loopback": pl.loopback,
         }
         if pa and pb and pa.link_id is not None and pa.link_id == pb.link_id:
             kept[pa.link_id] = values
@@ -504,6 +617,8 @@ def save_inventory_object(obj, changed_fields: Iterable[str] = ()) -> None:
     changed = set(changed_fields)
     if isinstance(obj, Switch) and "role" in changed:
         obj.role_source = RoleSource.SET if obj.role else RoleSource.DETECTED
+    if isinstance(obj, Node) and "hostname" in changed:
+        obj.unnamed = False  # an operator named the placeholder
     obj.save()
     if isinstance(obj, Port) and obj.link_id and changed & {"width", "speed", "state", "supported_speed"}:
         save_link_ports(obj.link)

@@ -95,16 +95,17 @@ class GpuInline(admin.TabularInline):
 
 class HcaInline(admin.TabularInline):
     model = HCA
-    fields = ["device", "guid", "kind", "description"]
+    fields = ["device", "guid", "system_guid", "kind", "description"]
     extra = 0
     show_change_link = True
 
 
 @admin.register(Node)
 class NodeAdmin(ActionsSaveMixin, admin.ModelAdmin):
-    list_display = ["hostname", "cluster", "role", "state_badge", "state_reason", "gpu_model", "rack"]
-    list_filter = ["cluster", "state", "role", "gpu_model"]
-    search_fields = ["hostname", "rack", "hcas__guid", "gpus__uuid"]
+    # "unnamed": the fabric named no host for its HCAs; rename it (the hostname is a placeholder).
+    list_display = ["hostname", "cluster", "role", "state_badge", "state_reason", "gpu_model", "rack", "unnamed"]
+    list_filter = ["cluster", "state", "role", "gpu_model", "unnamed"]
+    search_fields = ["hostname", "rack", "hcas__guid", "gpus__uuid", "system_guid"]
     list_select_related = ["cluster"]
     inlines = [GpuInline, HcaInline]
     actions = ["drain", "undrain", "mark_down"]
@@ -134,14 +135,18 @@ class NodeAdmin(ActionsSaveMixin, admin.ModelAdmin):
 
 @admin.register(HCA)
 class HcaAdmin(ActionsSaveMixin, admin.ModelAdmin):
-    list_display = ["__str__", "cluster", "node", "device", "kind", "guid"]
-    list_filter = ["cluster", "kind"]
-    search_fields = ["guid", "device", "description", "node__hostname", "ports__guid"]
+    list_display = ["__str__", "cluster", "node", "device", "kind", "guid", "unnamed_host"]
+    list_filter = ["cluster", "kind", "node__unnamed"]
+    search_fields = ["guid", "device", "description", "node__hostname", "ports__guid", "system_guid"]
     list_select_related = ["cluster", "node"]
     raw_id_fields = ["node"]
     inlines = [HcaPortInline]
     paginator = ApproximatePaginator
     show_full_result_count = False
+
+    @admin.display(description="unnamed HCA", boolean=True)
+    def unnamed_host(self, obj):
+        return obj.unnamed
 
 
 @admin.register(Port)
@@ -162,11 +167,15 @@ class PortAdmin(ActionsSaveMixin, admin.ModelAdmin):
 
 @admin.register(Link)
 class LinkAdmin(admin.ModelAdmin):
-    list_display = ["id", "cluster", "end_a", "end_b", "rate_label", "capacity_gbps", "state_badge", "state_reason"]
-    list_filter = ["cluster", "state", "speed"]
+    list_display = [
+        "id", "cluster", "end_a", "end_b", "rate_label", "capacity_gbps", "state_badge", "state_reason", "loopback",
+    ]  # fmt: skip
+    list_filter = ["cluster", "state", "speed", "loopback"]
     search_fields = ["ports__switch__name", "ports__hca__node__hostname", "ports__guid", "ports__switch__guid"]
     list_select_related = ["cluster"]
-    readonly_fields = ["width", "speed", "capacity_gbps", "supported_gbps", "state", "state_reason", "last_seen"]
+    readonly_fields = [
+        "width", "speed", "capacity_gbps", "supported_gbps", "state", "state_reason", "last_seen", "loopback",
+    ]  # fmt: skip
     actions = ["recompute"]
     paginator = ApproximatePaginator
     show_full_result_count = False

@@ -30,7 +30,10 @@ def import_text(
     if fmt not in FORMATS:
         raise actions.ActionError(f"unknown format {fmt!r}; use one of {', '.join(ALL_FORMATS)}")
     parsed = FORMATS[fmt](text, source=source)
-    progress(f"parsed {len(parsed.switches)} switches, {len(parsed.cas)} channel adapters, {len(parsed.links)} links")
+    progress(
+        f"parsed {len(parsed.switches)} switches, {len(parsed.cas)} channel adapters, {len(parsed.links)} links"
+        + (f", {len(parsed.warnings)} warnings" if parsed.warnings else "")
+    )
     return actions.import_fabric(cluster, parsed, fmt=fmt, source=source, progress=progress).to_dict()
 
 

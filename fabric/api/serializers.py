@@ -36,9 +36,10 @@ class NodeSerializer(StrictModelSerializer):
         model = Node
         fields = [
             "id", "url", "cluster", "hostname", "role", "rack", "state", "state_reason", "gpu_model",
-            "gpu_count", "hca_count",
+            "gpu_count", "hca_count", "unnamed", "system_guid",
         ]  # fmt: skip
-        read_only_fields = ["hostname", "state", "state_reason"]
+        # unnamed: the fabric named no host for its HCAs and `hostname` is a placeholder ("unnamed-<GUID>").
+        read_only_fields = ["hostname", "state", "state_reason", "unnamed", "system_guid"]
 
 
 class NodeStateSerializer(serializers.Serializer):
@@ -60,7 +61,7 @@ class LinkEndSerializer(serializers.ModelSerializer):
         if port.switch_id:
             return port.switch.name
         hca = port.hca
-        return f"{hca.node.hostname} {hca.device}" if hca.node_id else hca.description
+        return f"{hca.node.hostname} {hca.device}".strip() if hca.node_id else hca.description
 
 
 class LinkSerializer(serializers.ModelSerializer):
@@ -72,7 +73,7 @@ class LinkSerializer(serializers.ModelSerializer):
         model = Link
         fields = [
             "id", "url", "cluster", "a", "b", "width", "speed", "capacity_gbps", "supported_gbps", "state",
-            "state_reason", "last_seen",
+            "state_reason", "last_seen", "loopback",
         ]  # fmt: skip
         read_only_fields = fields
 

@@ -18,6 +18,9 @@ class Link(models.Model):
     state = models.CharField(max_length=8, choices=LinkState.choices, default=LinkState.UP)
     state_reason = models.CharField(max_length=255, blank=True)
     last_seen = models.DateTimeField(null=True, blank=True, help_text="When an import last found this link.")
+    loopback = models.BooleanField(
+        default=False, help_text="Both ends on one switch or HCA (a test plug, a miscabling): never routed over."
+    )
 
     class Meta:
         ordering = ["cluster", "id"]

@@ -13,6 +13,14 @@ class Node(models.Model):
     state = models.CharField(max_length=8, choices=NodeState.choices, default=NodeState.UP)
     state_reason = models.CharField(max_length=255, blank=True)
     gpu_model = models.CharField(max_length=32, blank=True)
+    unnamed = models.BooleanField(
+        default=False,
+        help_text="The fabric named no host for its HCAs (firmware-default node description): the hostname is a "
+        "placeholder from their system image GUID. Rename it, or let a later import or the node agent name it.",
+    )
+    system_guid = models.CharField(
+        max_length=16, blank=True, help_text="System image GUID of an unnamed host's HCAs (else an HCA's node GUID)."
+    )
 
     class Meta:
         ordering = ["cluster", "hostname"]
@@ -32,6 +40,9 @@ class HCA(models.Model):
     device = models.CharField(max_length=32, blank=True, help_text="e.g. mlx5_0")
     description = models.CharField(max_length=255, blank=True)
     kind = models.CharField(max_length=12, choices=CaKind.choices, default=CaKind.HOST)
+    system_guid = models.CharField(
+        max_length=16, blank=True, help_text="System image GUID: shared by the HCAs (functions) of one system."
+    )
 
     class Meta:
         ordering = ["cluster", "node__hostname", "device"]
@@ -46,4 +57,11 @@ class HCA(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.node.hostname} {self.device}" if self.node_id else self.description or self.guid
+        if self.node_id:
+            return f"{self.node.hostname} {self.device}".strip()
+        return self.description or self.guid
+
+    @property
+    def unnamed(self) -> bool:
+        """A host's adapter the fabric named no host for (its node is an unnamed placeholder)."""
+        return self.kind == CaKind.HOST and self.node_id is not None and self.node.unnamed

@@ -52,6 +52,17 @@ class Command(BaseCommand):
                     f"{summary['gpus']} GPUs"
                 )
             )
+            flagged = [
+                f"{summary[key]} {what}"
+                for key, what in (
+                    ("unnamed_hosts", "unnamed hosts (name them: admin, or import again once named)"),
+                    ("loopbacks", "loopbacks (never routed over)"),
+                    ("degraded_links", "degraded links (ends disagreed on the rate)"),
+                )
+                if summary.get(key)
+            ]
+            if flagged:
+                self.stdout.write(self.style.WARNING("  flagged   " + "; ".join(flagged)))
             for what in ("switches", "nodes", "cas", "ports", "links", "gpus"):
                 self.stdout.write(f"  {what:9} {changes[what]}")
             self.stdout.write(f"  tiers     {changes['roles']}")
