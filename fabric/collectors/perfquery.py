@@ -35,6 +35,8 @@ import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from fabric.importers._common import is_diagnostic
+
 from .samples import NodeSample, PortSample
 
 PERFQUERY_TO_SYSFS: dict[str, str] = {
@@ -90,12 +92,14 @@ def counter_name(perfquery_name: str) -> str:
     return mapped if mapped is not None else _CAMEL_RE.sub("_", perfquery_name).lower()
 
 
-def parse_perfquery(text: str, source: str = "") -> list[PortSample]:
+def parse_perfquery(text: str, source: str = "", warnings: list[str] | None = None) -> list[PortSample]:
     """Ports in `perfquery` output, in the order they first appear.
 
     `source` names what was queried (a switch GUID like "0x7cfe9003009ce5b0", or a host name): it becomes each
     port's `device` (and `guid` when it is a GUID); without it the device is "lid:<LID>".
-    Raises ValueError naming the line (1-based) for anything it does not understand.
+    A line the tools print on stderr (`ibwarn: [1234] mad_rpc: ...`, `perfquery: iberror: ...`; captured with 2>&1)
+    is skipped and, when `warnings` is given, reported there with its line; the ports around it are read.
+    Raises ValueError naming the line (1-based) for anything else it does not understand.
     """
     where = f"{source}: " if source else ""
     guid = source if _GUID_RE.match(source) else ""
@@ -104,6 +108,10 @@ def parse_perfquery(text: str, source: str = "") -> list[PortSample]:
     for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line:
+            continue
+        if is_diagnostic(line):
+            if warnings is not None:
+                warnings.append(f"{where}line {lineno}: diagnostic output of perfquery, skipped: {line[:80]!r}")
             continue
         if line.startswith("#"):
             m = _HEADER_RE.match(line)
@@ -365,17 +373,19 @@ class PerfqueryCollector:
         label = f"switch {guid}"
         if self._over_budget(deadline):
             return [], [f"{label}: not read, the poll's budget of {self.budget:g} s was spent"]
+        warnings: list[str] = []
         try:
-            ports = parse_perfquery(self._switch_text(guid), source=guid)
+            ports = parse_perfquery(self._switch_text(guid), source=guid, warnings=warnings)
         except RuntimeError as e:
             return [], [f"{label}: {e}"]
         except ValueError as e:
             return [], [f"{label}: unparsable perfquery output: {str(e).removeprefix(guid + ': ')}"]
         except Exception as e:  # a bug must not lose the other switches
             return [], [f"{label}: {type(e).__name__}: {e}"]
+        said = [w.removeprefix(guid + ": ") for w in warnings]
         if not ports:
-            return [], [f"{label}: perfquery printed no port counters"]
-        errors: list[str] = []
+            return [], [f"{label}: perfquery printed no port counters" + (f" ({'; '.join(said)})" if said else "")]
+        errors = [f"{label}: warning: {w}" for w in said]
         if self.rcv_error_details and self.file is None:
             for ps in ports:
                 if ps.port == 0:  # the switch's management port: no link, no receive errors
@@ -448,9 +458,12 @@ class PerfqueryCollector:
         except RuntimeError as e:
             sample.errors.append(str(e))
             return sample
+        label = self.file and os.path.basename(self.file)
+        warnings: list[str] = []
         try:
-            sample.ports = parse_perfquery(text, source=node)
+            sample.ports = parse_perfquery(text, source=node, warnings=warnings)
         except ValueError as e:
-            label = self.file and os.path.basename(self.file)
             sample.errors.append(f"{label}: {e}" if label else str(e))
+        # A stderr line among the counters: the ports were read, but say what the tool complained of.
+        sample.errors.extend(f"{label}: warning: {w}" if label else f"warning: {w}" for w in warnings)
         return sample
