@@ -2,7 +2,9 @@
 jobs run ahead without delaying it. PURE.
 
 Reservation: running jobs in the blocked job's partitions end at `started_at + est_runtime_s` (or
-`Config.default_runtime_s` without an estimate; a stopping job at now + `preemption_grace_s`). They
+`Config.default_runtime_s` without an estimate; a stopping job at now + `preemption_grace_s`; a job past
+its estimate in min(60 s, a quarter of its estimate) from now, so a short job that overran is not taken
+to hold its GPUs for another minute). They
 are released in that order on the state (journaled, then undone) and the job's placement is tried
 after each release that freed GPUs it could use, up to `Config.backfill_probes` tries (then once with
 everything released). The first success gives the shadow time T (the end of the last job released)
@@ -54,8 +56,10 @@ def job_end(placer: Placer, jid: int) -> float:
     if jid in st.stopping:
         return now + st.config.preemption_grace_s
     est = rj.request.est_runtime_s
-    end = rj.started_at + (est if est is not None else st.config.default_runtime_s)
-    return max(end, now + 60.0)
+    run = est if est is not None else st.config.default_runtime_s
+    end = rj.started_at + run
+    # Past its estimate: expected to end soon, not at once (a minute, or a quarter of a short estimate).
+    return max(end, now + min(60.0, run / 4))
 
 
 def plan_reservation(

@@ -37,7 +37,7 @@ from scheduler.core.policies import (
 from scheduler.core.preemption import VictimIndex, block_gpus, plan_preemption, unblock_gpus, victim_index
 from scheduler.core.quotas import QuotaBook, QuotaVerdict
 from scheduler.core.state import ClusterState
-from scheduler.core.topology import build_topology
+from scheduler.core.topology import LEVEL_POD_GROUP, build_topology
 from scheduler.core.types import Decisions, JobRequest, Preemption, Reservation, Snapshot
 
 DEFAULT_POLICY = PriorityFairSharePolicy()
@@ -106,6 +106,7 @@ class _Round:
             "claims_started": 0,
             "claims_dropped": 0,  # their victims are gone and they still could not start
             "min_run_protected": 0,  # preemptions held back by Config.preemption_min_run_s
+            "leaf_waits": 0,  # multi-node jobs that wait for one leaf rather than start across leaves
         }
         self._min_run_wait: dict[int, float] = {}  # job -> seconds until the victims it needs may be preempted
         self._claim_blocks: list = []  # claimed GPUs blocked at the end of the placement phase
@@ -231,6 +232,13 @@ class _Round:
         res_tried: dict[int, int] = {}  # reservation plans tried per pool (bounded: a plan walks the pool)
         res_tried_keys: set[tuple] = set()
         pool_blocker: dict[int, int] = {}
+        leaf_waits: dict[tuple, int | None] = {}  # shape -> the job that chose to wait for one leaf (None: cross)
+        # Multi-node jobs waiting per pool: rings that would cross a busy leaf's uplinks too (the leaf wait).
+        max_g = {pid: max((p.G for p in parts), default=0) for pid, parts in st.pool_parts.items()}
+        multi_waiting: dict[int, int] = {}
+        for j in ordered:
+            if (j.nodes or 1) > 1 or (j.nodes is None and j.gpus > max_g.get(j.pool, 0)):
+                multi_waiting[j.pool] = multi_waiting.get(j.pool, 0) + 1
         counters = self.counters
         backfill = cfg.backfill
         # Who could be preempted at all, per pool: a job at or below the lowest victim priority, with no
@@ -347,6 +355,15 @@ class _Round:
                         r.rehold(placer)
                     if cand is not None:
                         counters["placed_backfill_window"] += 1
+                        return
+                if cand is not None and cand.level >= LEVEL_POD_GROUP and cfg.leaf_wait and not ctx.require:
+                    waited = self._leaf_wait(job, ctx, cand, leaf_waits, multi_waiting.get(pool, 0))
+                    if waited is not None:
+                        held, why = waited
+                        if held is not None:
+                            pool_res.setdefault(pool, []).append(held)
+                            res_start[pool] = min(r.start_at for r in pool_res[pool])
+                        reasons_out[jid] = why
                         return
                 if cand is not None:
                     self._place(job, ctx, cand, verdict)
@@ -546,6 +563,60 @@ class _Round:
     def _recharge(self, freed: list[tuple[str, int, float]]) -> None:
         for tenant, pool, eq in freed:
             self.book.charge(tenant, pool, eq)
+
+    def _leaf_wait(self, job: JobRequest, ctx: JobCtx, cand, plans: dict[tuple, int | None], multi_waiting: int):
+        """The cost model's choice for a multi-node job whose best placement now spans leaves: start now, or
+        wait for one leaf (docs/scheduler.md, "Waiting for one leaf"). Waiting W (until enough running jobs
+        end, by their estimates, for one leaf to hold it) costs the job W. Starting now costs its expected run
+        time x (its slowdown across leaves - 1) for itself and for each ring it would share the leaves'
+        uplinks with: the rings there now, or, when other multi-node jobs wait too, as many as the leaves
+        have other hosts (they will cross as well), at the leaves' oversubscribed share then. It waits when
+        W is the smaller, holding the leaf's free GPUs it will take (later jobs backfill around them as
+        around a reservation). Returns (the held reservation, the reason), or None: start now. Jobs of one
+        shape decide alike in a round: after the first, the others wait (holding nothing) or start as it did;
+        at most `leaf_wait_plans` shapes are planned a round."""
+        st, placer, cfg = self.state, self.placer, self.cfg
+        key = _FEAS(job)
+        if key in plans:
+            first = plans[key]
+            if first is None:
+                return None
+            self.counters["leaf_waits"] += 1
+            return None, reasons.leaf_wait_behind(first)
+        if len(plans) >= cfg.leaf_wait_plans:
+            return None
+        plans[key] = None
+        leaf = placer.reprice(ctx, job)
+        leaf.require = "leaf"
+        planned = plan_reservation(placer, leaf, self.started)
+        if planned is None:
+            return None
+        start_at, lcand = planned
+        run_s = job.est_runtime_s if job.est_runtime_s is not None else cfg.default_runtime_s
+        cost = self._cross_cost(ctx, cand, run_s, multi_waiting - 1)
+        wait = start_at - st.now
+        if wait >= cost:
+            return None
+        held = hold_reservation(placer, job.id, start_at, lcand, job.pool)
+        self.dec.reservations.append(Reservation(job.id, start_at, held.gpu_ids, held.nodes))
+        self.counters["leaf_waits"] += 1
+        plans[key] = job.id
+        where = st.group_label(lcand.picks[0][0].group) if lcand.picks else "one leaf"
+        return held, reasons.leaf_wait(where, wait, cost)
+
+    def _cross_cost(self, ctx: JobCtx, cand, run_s: float, others: int) -> float:
+        """Seconds a placement across leaves costs its job and the rings that share its uplinks (see above)."""
+        placer = self.placer
+        topo = self.state.topo
+        load = placer.ring_load()
+        groups = {node.group for node, _ in cand.picks if node.group >= 0}
+        sharing = max((load.on_group(g) for g in groups), default=0)
+        slow = cand.slowdown
+        if others > 0:
+            room = max((len(topo.groups[g].hosts) - 1 for g in groups), default=0)
+            sharing = min(room, sharing + others)
+            slow = max(slow, placer.saturated_slowdown(ctx, cand))
+        return max(0.0, slow - 1.0) * run_s * (1 + sharing)
 
     def _place(self, job: JobRequest, ctx: JobCtx, cand, verdict: QuotaVerdict) -> None:
         placement = self.placer.commit(job, ctx, cand, borrowed=verdict.borrowed)

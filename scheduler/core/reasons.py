@@ -192,6 +192,17 @@ def reserved(capacity_reason: str, start_in_s: float) -> str:
     return f"{capacity_reason}; reserved to start in about {duration(start_in_s)} as running jobs end"
 
 
+def leaf_wait(where: str, wait_s: float, cross_cost_s: float) -> str:
+    return (
+        f"waiting about {duration(wait_s)} for {where} as running jobs end: across leaves now it would cost "
+        f"about {duration(cross_cost_s)} (its ring slowed on shared uplinks, and theirs)"
+    )
+
+
+def leaf_wait_behind(job: int) -> str:
+    return f"waiting for one leaf, as job {job} of the same shape does"
+
+
 def preempting(victims: list[int], what: str) -> str:
     return f"preempting {job_list(victims)} to free {what}; starts when they stop"
 

@@ -282,6 +282,10 @@ class Config:
     # restart cost by service_preempt_pays.
     service_preemption: bool = True
     service_preempt_pays: float = 2.0
+    # A multi-node job whose best placement now spans leaves waits for one leaf when the cost model says so
+    # (docs/scheduler.md, "Waiting for one leaf"); at most leaf_wait_plans job shapes are planned a round.
+    leaf_wait: bool = True
+    leaf_wait_plans: int = 4
     borrow_without_quota: bool = True  # a tenant with no quota in a pool may borrow idle GPUs there
     fairshare_horizon_h: float = 1.0  # GPU-hours charged per queued GPU while interleaving tenants
     max_candidates: int = 24  # placements scored per job (the best found so far wins)

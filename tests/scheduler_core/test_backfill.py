@@ -1,6 +1,8 @@
 """Backfill (EASY): the top blocked job gets a reservation; smaller jobs run ahead only when they do not
 delay it."""
 
+from dataclasses import replace
+
 from scheduler.core import schedule
 from tests.scheduler_core.builders import SnapBuilder, config
 
@@ -101,3 +103,22 @@ def test_reservation_holds_only_what_is_free_now():
     assert [p.job_id for p in d.placements] == [2, 3]  # the two free GPUs, then nothing is left
     ids = [s.gpu_id for p in d.placements for s in p.shares]
     assert sorted(ids) == sorted([b.gpu_id("n1", 6), b.gpu_id("n1", 7)])
+
+
+def test_a_job_past_its_estimate_is_expected_to_end_soon():
+    # Job 20 (6 GPUs) started 100 s ago with a 40 s estimate: expected to end in min(60 s, 40 / 4) = 10 s,
+    # not at once (it still runs) and not a minute later than a job that short could mean.
+    b = SnapBuilder()
+    b.spine("S1")
+    b.leaf("L1", ["n1"], {"S1": 1})
+    b.pool(1, "train")
+    b.run(20, {"n1": [0, 1, 2, 3, 4, 5]}, started_at=b.now - 100, est_runtime_s=40.0)
+    b.job(81, gpus=8)
+    (r,) = schedule(b.snapshot()).reservations
+    assert r.start_at == b.now + 10.0
+    # An hour-long estimate overrun: a minute (min(60, 3600 / 4)).
+    b2 = cluster()
+    b2.running[0] = replace(b2.running[0], started_at=b2.now - 4000)  # 3600 s estimate, ran 4000 s
+    b2.job(81, gpus=8)
+    (r2,) = schedule(b2.snapshot()).reservations
+    assert r2.start_at == b2.now + 60.0
