@@ -118,6 +118,11 @@ def parse_spec(text: str, source: str = "") -> ParsedFabric:
     )
 
 
+def _reader_error(exc: yaml.reader.ReaderError, text: str, source: str) -> ParseError:
+    line = text.count("\n", 0, max(exc.position, 0)) + 1
+    return ParseError(f"character U+{exc.character:04X} is not allowed in YAML (binary data?)", line, source)
+
+
 class _Doc:
     """The loaded document, with the line and the literal text of every path in it."""
 
@@ -129,7 +134,11 @@ class _Doc:
 
     @classmethod
     def load(cls, text: str, source: str) -> _Doc:
-        loader = yaml.SafeLoader(text)
+        try:
+            # The reader refuses characters YAML does not allow (C1 controls such as U+0080) right here.
+            loader = yaml.SafeLoader(text)
+        except yaml.reader.ReaderError as exc:
+            raise _reader_error(exc, text, source) from None
         try:
             root = loader.get_single_node()
             lines: dict[str, int] = {}
@@ -139,6 +148,8 @@ class _Doc:
             mark = exc.problem_mark or exc.context_mark
             problem = exc.problem or exc.context or "invalid YAML"
             raise ParseError(f"YAML syntax error: {problem}", mark.line + 1 if mark else 0, source) from None
+        except yaml.reader.ReaderError as exc:
+            raise _reader_error(exc, text, source) from None
         except yaml.YAMLError as exc:
             raise ParseError(f"YAML error: {exc}", 0, source) from None
         finally:
