@@ -9,8 +9,10 @@ from __future__ import annotations
 import time
 from collections import defaultdict, namedtuple
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
-from django.db.models import Q
+from django.db.models import Count, Q
+from django.db.models.functions import TruncHour
 from django.utils import timezone
 
 from fabric.adapters import fabric_for_cluster
@@ -20,13 +22,14 @@ from fabric.ingest import latest_utilisation
 from fabric.models import GPU, Node, NodeTopology
 from fabric.selectors import fabric_version
 from fabric.topology.types import Fabric
-from scheduler.choices import ACTIVE_STATUSES, JobStatus
+from scheduler.choices import ACTIVE_STATUSES, JobStatus, SharingMode
 from scheduler.core.topology import Topology, build_topology
 from scheduler.core.types import (
     GpuState,
     JobRequest,
     NodeState,
     PoolState,
+    RequestClass,
     RunningJob,
     Share,
     Snapshot,
@@ -38,6 +41,10 @@ from scheduler.core.types import (
 from scheduler.models import Allocation, Job, Pool, PoolNode, PriorityClass, Quota, Tenant
 
 USAGE_HALF_LIFE_S = 24 * 3600.0  # fair share forgets half of past usage per day
+# The fragmentation term's request mix (scheduler.core.fragmentation): shared-GPU submissions of the last day,
+# each weighing half as much per 6 h of age; pending jobs count whatever their age.
+REQUEST_MIX_WINDOW_S = 24 * 3600.0
+REQUEST_MIX_HALF_LIFE_S = 6 * 3600.0
 
 
 JOB_FIELDS = (
@@ -214,6 +221,39 @@ def _job_rows(cluster_id: int) -> list[JobRow]:
     return [cache[pk] for pk in versions if pk in cache]
 
 
+def _request_mix(cluster_id: int, now_ts: float) -> list[RequestClass]:
+    """The recent mix of shared-GPU requests: the cluster's shared jobs submitted in the last
+    REQUEST_MIX_WINDOW_S (whatever became of them) and every pending one, counted per shape and hour of
+    submission in one grouped query, each count weighed 2^(-age / REQUEST_MIX_HALF_LIFE_S) (age from the hour's
+    start, at most the window)."""
+    since = datetime.fromtimestamp(now_ts - REQUEST_MIX_WINDOW_S, tz=UTC)
+    rows = (
+        Job.objects.filter(pool__cluster_id=cluster_id)
+        .exclude(sharing=SharingMode.EXCLUSIVE)
+        .filter(Q(submitted_at__gte=since) | Q(status=JobStatus.PENDING))
+        .annotate(hour=TruncHour("submitted_at"))
+        .order_by()
+        .values("pool_id", "sharing", "gpus", "mps_compute_pct", "mps_memory_mib", "mig_profile", "gpu_model", "hour")
+        .annotate(n=Count("pk"))
+    )
+    out = []
+    for r in rows:
+        age = min(REQUEST_MIX_WINDOW_S, max(0.0, now_ts - r["hour"].timestamp()))
+        out.append(
+            RequestClass(
+                pool=r["pool_id"],
+                sharing=r["sharing"],
+                gpus=r["gpus"],
+                mps_compute_pct=r["mps_compute_pct"] or 0,
+                mps_memory_mib=r["mps_memory_mib"] or 0,
+                mig_profile=r["mig_profile"] or None,
+                gpu_model=r["gpu_model"] or None,
+                weight=r["n"] * 0.5 ** (age / REQUEST_MIX_HALF_LIFE_S),
+            )
+        )
+    return out
+
+
 def _erroring_links(cluster_id: int) -> dict[str, bool]:
     """Links whose error counters are climbing (an open alert) are priced as erroring until it clears."""
     from fabric.actions import link_for_alert_key
@@ -343,5 +383,6 @@ def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
         topology=topology,
         link_errors=_erroring_links(cluster_id),
         link_utilisation=link_util,
+        request_mix=_request_mix(cluster_id, now_ts),
     )
     return snapshot, index
