@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict, namedtuple
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from django.db.models import Count, Q
@@ -287,9 +287,13 @@ def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
     index.jobs = {j.pk: j for j in jobs}
     shares: dict[int, list[Share]] = defaultdict(list)
     held: dict[int, dict] = defaultdict(lambda: {"exclusive": None, "pct": 0, "mem": 0, "mig": [], "ts": 0})
+    # The service a running job has had in its current run (GPU-seconds: a second per share held); its earlier
+    # runs are in Job.attained_gpu_s (scheduler.actions.allocations.release_allocations adds each at release).
+    serving: dict[int, float] = defaultdict(float)
     for a in Allocation.objects.filter(active=True, gpu__node__cluster_id=cluster_id).values(
-        "job_id", "gpu_id", "kind", "compute_pct", "memory_mib", "mig_profile", "mig_start", "replica"
+        "job_id", "gpu_id", "kind", "compute_pct", "memory_mib", "mig_profile", "mig_start", "replica", "created"
     ):
+        serving[a["job_id"]] += max(0.0, now_ts - a["created"].timestamp())
         shares[a["job_id"]].append(
             Share(
                 gpu_id=a["gpu_id"],
@@ -363,7 +367,7 @@ def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
         elif shares.get(job.pk):
             running.append(
                 RunningJob(
-                    request=request,
+                    request=replace(request, attained_gpu_s=job.attained_gpu_s + serving[job.pk]),
                     shares=tuple(shares[job.pk]),
                     started_at=job.started_at.timestamp() if job.started_at else now_ts,
                     last_migrated_at=job.last_migrated_at.timestamp() if job.last_migrated_at else None,

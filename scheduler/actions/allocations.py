@@ -121,7 +121,14 @@ def release_allocations(job: Job, gpu_ids: Iterable[int] | None = None) -> int:
         else:
             ledger.update(replicas=F("replicas") - 1)
     MigSliceClaim.objects.filter(allocation__in=held).delete()
-    Allocation.objects.filter(pk__in=[a.pk for a in held]).update(active=False, released_at=timezone.now())
+    now = timezone.now()
+    Allocation.objects.filter(pk__in=[a.pk for a in held]).update(active=False, released_at=now)
+    # Attained service (GPU-seconds: one per share held a second), what least-attained-service ordering and
+    # preemption rank by and fair share charges for finished jobs; the running part is added by the adapter.
+    # Every caller moves the job next, which bumps its version (the adapter re-reads the row).
+    served = sum(max(0.0, (now - a.created).total_seconds()) for a in held)
+    if served:
+        Job.objects.filter(pk=job.pk).update(attained_gpu_s=F("attained_gpu_s") + served)
     return len(held)
 
 
