@@ -233,6 +233,7 @@ class _Round:
         res_tried_keys: set[tuple] = set()
         pool_blocker: dict[int, int] = {}
         leaf_waits: dict[tuple, int | None] = {}  # shape -> the job that chose to wait for one leaf (None: cross)
+        leaf_held: set[int] = set()  # jobs holding a leaf's GPUs while they wait for it
         # Multi-node jobs waiting per pool: rings that would cross a busy leaf's uplinks too (the leaf wait).
         max_g = {pid: max((p.G for p in parts), default=0) for pid, parts in st.pool_parts.items()}
         multi_waiting: dict[int, int] = {}
@@ -360,9 +361,10 @@ class _Round:
                     waited = self._leaf_wait(job, ctx, cand, leaf_waits, multi_waiting.get(pool, 0))
                     if waited is not None:
                         held, why = waited
-                        if held is not None:
+                        if held is not None:  # backfilled around like a reservation, not counted as one
                             pool_res.setdefault(pool, []).append(held)
                             res_start[pool] = min(r.start_at for r in pool_res[pool])
+                            leaf_held.add(jid)
                         reasons_out[jid] = why
                         return
                 if cand is not None:
@@ -429,7 +431,7 @@ class _Round:
                 lst = pool_res.setdefault(pool, [])
                 tried = res_tried.get(pool, 0)
                 if (
-                    len(lst) < cfg.reservations_per_pool
+                    sum(1 for r in lst if r.job_id not in leaf_held) < cfg.reservations_per_pool
                     and tried < _RESERVATION_TRIES
                     and key not in res_tried_keys
                     and not reason.startswith("waiting for reserved")

@@ -96,3 +96,16 @@ def test_off_switch():
     b.job(2, gpus=16, nodes=2, gpus_per_node=8, est_runtime_s=3600.0)
     d = schedule(b.snapshot(config(leaf_wait=False)))
     assert d.placement_for(1) is not None and d.stats["leaf_waits"] == 0
+
+
+def test_a_leaf_wait_does_not_take_the_pools_reservation():
+    # As above, plus job 3 needing 3 whole nodes: EASY still reserves for it (the top blocked job) though job 1
+    # holds n1 for its leaf wait: n2, n3 and n4 are free once job 21 (n4) ends, by its estimate, in 35900 s.
+    b = fabric()
+    b.job(1, gpus=16, nodes=2, gpus_per_node=8, est_runtime_s=3600.0)
+    b.job(2, gpus=16, nodes=2, gpus_per_node=8, est_runtime_s=3600.0)
+    b.job(3, gpus=24, nodes=3, gpus_per_node=8, est_runtime_s=3600.0)
+    d = schedule(b.snapshot())
+    assert "waiting about 2 min for leaf L1" in d.pending_reasons[1]
+    (r3,) = [r for r in d.reservations if r.job_id == 3]
+    assert r3.start_at == b.now + 35900 and d.stats["reservations"] == 1
