@@ -79,6 +79,34 @@ class ServiceRank:
             return False
         return now - job.submitted_at - job.attained_gpu_s / max(1, job.gpus) >= self.aging_s
 
+    def sort_keys(self, jobs: list[JobRequest], now: float) -> dict[int, tuple]:
+        """job id -> (level, 0 with an estimate / 1 without, GPU-seconds left, queue_seq, id): `key` for a
+        whole queue, inlined (50,000 jobs a round)."""
+        q, levels, aging = self.quantum_gpu_s, self.levels, self.aging_s
+        top = levels - 1
+        lb = math.log(self.base) if self.base > 1 else 1.0
+        log = math.log
+        out: dict[int, tuple] = {}
+        for j in jobs:
+            a = j.attained_gpu_s
+            g = j.gpus if j.gpus > 0 else 1
+            ran = a / g
+            if aging > 0 and now - j.submitted_at - ran >= aging:
+                out[j.id] = (0, -1, 0.0, j.queue_seq, j.id)
+                continue
+            if a < q or q <= 0 or top <= 0:
+                lv = 0
+            else:
+                lv = 1 + int(log(a / q) / lb + 1e-9)
+                if lv > top:
+                    lv = top
+            est = j.est_runtime_s
+            if est is not None and est > ran:
+                out[j.id] = (lv, 0, g * (est - ran), j.queue_seq, j.id)
+            else:
+                out[j.id] = (lv, 1, 0.0, j.queue_seq, j.id)
+        return out
+
     def key(self, job: JobRequest, now: float) -> tuple[int, int, float]:
         if self.starving(job, now):
             return (0, -1, 0.0)
@@ -143,7 +171,7 @@ class PriorityFairSharePolicy:
         svc = ctx.service
         if svc is not None:
             now = ctx.now
-            memo = {j.id: (*svc.key(j, now), j.queue_seq, j.id) for j in jobs}
+            memo = svc.sort_keys(jobs, now)
             within = lambda j: memo[j.id]  # noqa: E731
         else:
             within = _seq

@@ -187,3 +187,18 @@ def test_aging_puts_a_starving_job_first():
 def test_without_a_service_rank_a_tenant_keeps_submission_order():
     jobs = [job(1, seq=1, attained=1e6), job(2, seq=2, est=1.0)]
     assert ids(PriorityFairSharePolicy().order(jobs, ctx())) == [1, 2]
+
+
+def test_sort_keys_agree_with_key():
+    aged = ServiceRank(aging_s=3600.0)
+    jobs = [
+        job(1, attained=0.0),
+        job(2, attained=599.0),
+        job(3, gpus=4, attained=2400.0, est=10_000.0),
+        job(4, gpus=2, est=100.0, attained=300.0),
+        job(5, gpus=8, attained=1e9),
+        job(6, gpus=8, attained=8000.0, submitted=0.0),
+    ]
+    for rank in (SERVICE, aged):
+        keys = rank.sort_keys(jobs, 5000.0)
+        assert {j.id: keys[j.id][:3] for j in jobs} == {j.id: rank.key(j, 5000.0) for j in jobs}
