@@ -52,7 +52,8 @@ JOB_FIELDS = (
     "gpu_memory_mib", "sharing", "mps_compute_pct", "mps_memory_mib", "mig_profile", "priority_class__value",
     "preemptible", "workload", "dataset_node_id", "est_runtime_s", "checkpoint_cost_s", "submitted_at",
     "attained_gpu_s", "queue_seq", "requeue_opt_out", "status", "version", "held", "pending_reason", "started_at",
-    "last_migrated_at", "borrowed", "preempted_for", "preempted_at", "preempted_gpus",
+    "last_migrated_at", "borrowed", "preempted_for", "preempted_at", "preempted_gpus", "require", "allreduce_mb",
+    "step_compute_ms",
 )  # fmt: skip
 
 
@@ -143,6 +144,9 @@ def _request(job: JobRow, hostname_of: dict[int, str], now_ts: float) -> JobRequ
         workload=job.workload,
         dataset_node=hostname_of.get(job.dataset_node_id) if job.dataset_node_id else None,
         est_runtime_s=float(job.est_runtime_s) if job.est_runtime_s else None,
+        require=job.require or None,
+        allreduce_bytes=job.allreduce_mb * 1e6 if job.allreduce_mb is not None else None,
+        step_compute_s=job.step_compute_ms / 1000 if job.step_compute_ms is not None else None,
         checkpoint_cost_s=float(job.checkpoint_cost_s),
         submitted_at=job.submitted_at.timestamp(),
         attained_gpu_s=job.attained_gpu_s,

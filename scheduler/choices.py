@@ -72,6 +72,17 @@ class ShareKind(models.TextChoices):
     TIMESLICE = "timeslice", "Time-slice replica"
 
 
+class TopologyRequirement(models.TextChoices):
+    """Where a job's GPUs must be (Slurm's `--switches=1`, Kueue's required topology): the engine's `require`.
+    Without one the engine still prefers the most compact placement, and weighs waiting for it against starting
+    spread out."""
+
+    ANY = "", "Anywhere (compact preferred)"
+    NODE = "node", "One node"
+    LEAF = "leaf", "One leaf switch"
+    POD = "pod", "One pod (spine group)"
+
+
 ALL_CHOICES = {
     "job_status": JobStatus,
     "launch_state": LaunchState,

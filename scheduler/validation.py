@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
-from scheduler.choices import SharingMode, Workload
+from scheduler.choices import SharingMode, TopologyRequirement, Workload
 from scheduler.models import Pool, PriorityClass, Tenant
-from scheduler.selectors import pool_capacity
+from scheduler.selectors import pool_capacity, pool_gpus
 
 
 def check_request(tenant: Tenant, pool: Pool, priority: PriorityClass, data: dict[str, Any]) -> dict[str, str]:
@@ -39,6 +40,9 @@ def check_request(tenant: Tenant, pool: Pool, priority: PriorityClass, data: dic
                 f"asks for {per_node} GPUs per node; the largest node of pool {pool.name} has "
                 f"{capacity['gpus_per_node_max']}"
             )
+    require = data.get("require") or ""
+    if require and "gpus" not in errors:
+        errors.update(_check_require(pool, require, gpus, nodes, capacity, model))
     memory = data.get("gpu_memory_mib")
     if memory is not None and not any(m["memory_mib"] >= memory for m in candidates):
         errors["gpu_memory_mib"] = f"no GPU of pool {pool.name} has {memory} MiB"
@@ -70,6 +74,40 @@ def check_request(tenant: Tenant, pool: Pool, priority: PriorityClass, data: dic
     if data.get("workload") == Workload.DATA_INTENSIVE and dataset is None:
         errors["dataset_node"] = "a data-intensive job names the storage node that holds its dataset"
     return errors
+
+
+def _check_require(pool: Pool, require: str, gpus: int, nodes: int | None, capacity: dict, model: str) -> dict:
+    """A job that must be on one node, leaf or pod, larger than any such domain of its pool, would never start."""
+    if require == TopologyRequirement.NODE:
+        if nodes is not None and nodes > 1:
+            return {"require": f"a gang of {nodes} nodes cannot be on one node"}
+        largest, what = capacity["gpus_per_node_max"], "node"
+    else:
+        largest, what = _largest_domain(pool, require, model), require
+    if gpus > largest:
+        return {
+            "require": f"asks for {gpus} GPUs in one {what}; the largest {what} of pool {pool.name} has {largest}"
+            + (f" {model}" if model else "")
+        }
+    return {}
+
+
+def _largest_domain(pool: Pool, require: str, model: str) -> int:
+    """GPUs (of `model` when given) of the pool's compute nodes under its fullest leaf, or pod, of the fabric."""
+    from scheduler.adapters import fabric_and_topology
+
+    gpus = pool_gpus(pool)
+    per_host = Counter(gpus.filter(model=model).values_list("node__hostname", flat=True) if model else
+                       gpus.values_list("node__hostname", flat=True))  # fmt: skip
+    topology = fabric_and_topology(pool.cluster_id)[1]
+    per_domain: Counter = Counter()
+    for host, n in per_host.items():
+        group = topology.group_of.get(host)
+        if group is None:
+            continue  # no live link: it is in no leaf, so it can hold no job that needs one
+        key = group if require == TopologyRequirement.LEAF else topology.groups[group].pod
+        per_domain[key] += n
+    return max(per_domain.values(), default=0)
 
 
 def _check_mig(profile: str, models: dict[str, dict]) -> dict[str, str]:

@@ -6,7 +6,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusterctl.serializers import StrictBooleanField, StrictCharField, StrictModelSerializer
-from scheduler.choices import SharingMode, Workload
+from scheduler.choices import SharingMode, TopologyRequirement, Workload
 from scheduler.launch.checks import IMAGE_PATTERN, command_problem, image_problem, workdir_problem
 from scheduler.launch.env import ENV_VALUE_MAX, LaunchEnvError, check_job_env
 from scheduler.models import Allocation, Job, JobEvent, Launch, Pool, PriorityClass, Quota
@@ -14,7 +14,8 @@ from scheduler.models import Allocation, Job, JobEvent, Launch, Pool, PriorityCl
 JOB_FIELDS = [
     "id", "url", "name", "tenant", "cluster", "pool", "gpus", "nodes", "gpus_per_node", "gpu_model",
     "gpu_memory_mib", "sharing", "fraction", "mps_memory_mib", "mig_profile", "priority_class", "preemptible",
-    "workload", "dataset_node", "est_runtime_s", "checkpoint_cost_s", "grace_period_s", "requeue_opt_out",
+    "workload", "require", "allreduce_mb", "step_compute_ms", "dataset_node", "est_runtime_s", "checkpoint_cost_s",
+    "grace_period_s", "requeue_opt_out",
     "command", "image", "env", "workdir", "generation", "status", "status_reason", "pending_reason", "held",
     "queue_position", "borrowed", "submitted_at", "started_at", "finished_at",
 ]  # fmt: skip
@@ -69,6 +70,18 @@ class JobSerializer(StrictModelSerializer):
         help_text="MPS: the share of one GPU's compute, 0 < fraction <= 1.",
     )  # fmt: skip
     mps_memory_mib = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    require = serializers.ChoiceField(
+        choices=TopologyRequirement.choices, required=False, allow_blank=True,
+        help_text="All GPUs in one node, leaf or pod (waits for one); empty: anywhere, the most compact preferred.",
+    )  # fmt: skip
+    allreduce_mb = serializers.FloatField(
+        min_value=0, max_value=1e6, required=False, allow_null=True,
+        help_text="Gradient MB all-reduced per step (4 x parameters in millions for fp32); 0: no communication.",
+    )  # fmt: skip
+    step_compute_ms = serializers.FloatField(
+        min_value=0.001, max_value=3.6e6, required=False, allow_null=True,
+        help_text="Compute ms per step on one GPU: with allreduce_mb, how much a spread placement slows the job.",
+    )  # fmt: skip
     est_runtime_s = serializers.IntegerField(min_value=1, required=False, allow_null=True)
     checkpoint_cost_s = serializers.IntegerField(min_value=0, required=False)
     grace_period_s = serializers.IntegerField(min_value=0, max_value=3600, required=False)

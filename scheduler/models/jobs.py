@@ -1,6 +1,6 @@
 from django.db import models
 
-from scheduler.choices import JobStatus, SharingMode, Workload
+from scheduler.choices import JobStatus, SharingMode, TopologyRequirement, Workload
 
 
 class Job(models.Model):
@@ -25,6 +25,13 @@ class Job(models.Model):
     dataset_node = models.ForeignKey(
         "fabric.Node", on_delete=models.SET_NULL, null=True, blank=True, related_name="datasets_for_jobs"
     )
+    require = models.CharField(
+        max_length=8, choices=TopologyRequirement.choices, blank=True, default="",
+        help_text="Where all its GPUs must be: one node, leaf or pod; empty = anywhere, compact preferred.",
+    )  # fmt: skip
+    # The job's own profile, as the placement cost model prices it (docs/scheduler.md); unset = the workload's default.
+    allreduce_mb = models.FloatField(null=True, blank=True, help_text="Gradient MB all-reduced per training step.")
+    step_compute_ms = models.FloatField(null=True, blank=True, help_text="Compute ms per step on one GPU.")
     est_runtime_s = models.PositiveIntegerField(null=True, blank=True)
     checkpoint_cost_s = models.PositiveIntegerField(default=60, help_text="Seconds to checkpoint and restart.")
     grace_period_s = models.PositiveIntegerField(default=30, help_text="Seconds between SIGTERM and SIGKILL.")
