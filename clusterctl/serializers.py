@@ -33,6 +33,22 @@ class StrictSlugField(_TextOnly, serializers.SlugField):
     pass
 
 
+class StrictSlugRelatedField(serializers.SlugRelatedField):
+    """An object named by text: text only, and never NUL (PostgreSQL refuses it in a query: a DataError, a 500)."""
+
+    default_error_messages = {
+        "not_text": "Not a valid string: give text, not a number, boolean, list or object.",
+        "null_characters": "Null characters are not allowed.",
+    }
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("not_text")
+        if "\x00" in data:
+            self.fail("null_characters")
+        return super().to_internal_value(data)
+
+
 class StrictBooleanField(serializers.BooleanField):
     default_error_messages = {"invalid": "Must be true or false."}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from clusterctl.serializers import StrictBooleanField, StrictCharField, StrictModelSerializer
+from clusterctl.serializers import StrictBooleanField, StrictCharField, StrictModelSerializer, StrictSlugRelatedField
 from scheduler.choices import SharingMode, TopologyRequirement, Workload
 from scheduler.launch.checks import IMAGE_PATTERN, command_problem, image_problem, workdir_problem
 from scheduler.launch.env import ENV_VALUE_MAX, LaunchEnvError, check_job_env
@@ -35,9 +35,7 @@ class JobSerializer(StrictModelSerializer):
     cluster = serializers.CharField(source="pool.cluster.name", read_only=True)
     # With its cluster: the answer to a submit names it, and reads nothing after the commit.
     pool = serializers.PrimaryKeyRelatedField(queryset=Pool.objects.select_related("cluster"), required=False)
-    priority_class = serializers.SlugRelatedField(
-        slug_field="name", queryset=PriorityClass.objects.all(), required=False
-    )
+    priority_class = StrictSlugRelatedField(slug_field="name", queryset=PriorityClass.objects.all(), required=False)
     # A hostname, resolved in the job's own cluster (hostnames are unique per cluster only).
     dataset_node = StrictCharField(source="dataset_node.hostname", required=False, allow_null=True)
     preemptible = StrictBooleanField(

@@ -227,3 +227,15 @@ def test_errors_are_declared_with_their_body_shapes(schema):
 def test_the_log_declares_its_bounds(schema):
     (lines,) = [p for p in schema["paths"]["/api/v1/jobs/{id}/log/"]["get"]["parameters"] if p["name"] == "lines"]
     assert lines["schema"] == {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}
+
+
+def test_a_priority_class_named_with_nul_is_a_400_not_a_database_error(tenant_api_with_quota):
+    # schemathesis sent "\x96:\x00h" as priority_class: PostgreSQL refused the NUL in the lookup (a 500)
+    resp = tenant_api_with_quota.post(JOBS, {"name": "j", "gpus": 1, "priority_class": "nor\x00mal"}, format="json")
+    assert resp.status_code == 400
+    assert resp.json() == {"priority_class": ["Null characters are not allowed."]}
+
+
+def test_a_priority_class_named_by_a_number_is_refused(tenant_api_with_quota):
+    resp = tenant_api_with_quota.post(JOBS, {"name": "j", "gpus": 1, "priority_class": 50}, format="json")
+    assert resp.status_code == 400 and list(resp.json()) == ["priority_class"]

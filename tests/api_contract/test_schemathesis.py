@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.config import SchemathesisConfig
 
 from scheduler import actions
+from scheduler.launch.checks import IMAGE_PATTERN
 from scheduler.models import PriorityClass
 from tests.factories import fat_tree
 from tests.scheduler_api.helpers import token_client
@@ -45,9 +46,26 @@ def _load_schema():
     # Generated the way /api/v1/schema/ serves it (no HTTP round trip, no database), then played in-process.
     from drf_spectacular.generators import SchemaGenerator
 
-    loaded = schemathesis.openapi.from_dict(SchemaGenerator().get_schema(request=None, public=True), config=CONFIG)
+    document = SchemaGenerator().get_schema(request=None, public=True)
+    _without_image_length(document)
+    loaded = schemathesis.openapi.from_dict(document, config=CONFIG)
     loaded.app = get_wsgi_application()
     return loaded
+
+
+def _without_image_length(node) -> None:
+    """Schemathesis folds an image reference's maxLength (255) into its pattern (the OCI grammar), and its Rust
+    canonicaliser sometimes refuses the result as an invalid pattern (InvalidRegexPattern for POST /jobs/, seen
+    once in a full run under load, never alone). The length bound is held by tests/scheduler_api/
+    test_hostile_fields.py; here the image keeps its pattern and loses its maxLength."""
+    if isinstance(node, dict):
+        if node.get("pattern") == IMAGE_PATTERN:
+            node.pop("maxLength", None)
+        for value in node.values():
+            _without_image_length(value)
+    elif isinstance(node, list):
+        for value in node:
+            _without_image_length(value)
 
 
 schema = _load_schema()
