@@ -212,7 +212,7 @@ class Command(BaseCommand):
     def _demo_jobs(self, cluster, pools, normal) -> None:
         from fabric.models import Node
         from scheduler import actions as sched
-        from scheduler.models import Tenant
+        from scheduler.models import PriorityClass, Tenant
 
         acme, globex = Tenant.objects.get(name="acme"), Tenant.objects.get(name="globex")
         default = next(p for p in pools.values() if p.is_default)
@@ -225,6 +225,14 @@ class Command(BaseCommand):
                   "dataset_node": node, "est_runtime_s": 7200}],
                 request_round=False,
             )  # fmt: skip
+        # A production run at high priority, across two nodes: its all-reduce is on the heat map from the first
+        # round, however small the demo (the default order puts the many short one-node jobs before the gangs).
+        sched.submit_jobs_bulk(
+            globex, default, PriorityClass.objects.get(name="high"),
+            [{"name": "pretrain-prod", "gpus": 16, "nodes": 2, "gpus_per_node": 8, "est_runtime_s": 4 * 3600,
+              "preemptible": False}],
+            request_round=False,
+        )  # fmt: skip
         shapes = [(64, 8), (32, 4), (16, 2), (8, None), (8, None), (4, None), (2, None), (1, None)] * 9
         for i, (gpus, nodes) in enumerate(shapes):
             tenant = acme if i % 3 else globex
