@@ -6,10 +6,11 @@ model off) and, in lock-step, through real DB-backed rounds (`run_round`: adapte
 LAUNCHER=twin) on a generated fat tree of the same shape. Every engine round of the replay is followed by one
 database round at the same instant (the database side's clock is the replay's clock, `Clock`); before it the
 database gets the jobs the replay has queued (`submit_job`, in queue order, with the trace's shape, estimate,
-topology requirement and model profile: `require`, `allreduce_mb`, `step_compute_ms`) and finishes the jobs the replay has finished (`finish_job`). Both rounds must apply the same
-decisions: placements (job -> sorted (node, GPU index)), preemptions (victim, beneficiary), migrations and
-requeues. The run stops at the first round that differs, naming the round, the job, what each side did and
-the snapshot fields the two sides filled differently.
+topology requirement and model profile: `require`, `allreduce_mb`, `step_compute_ms`) and finishes the jobs
+the replay has finished (`finish_job`). Both rounds must apply the same decisions: placements (job -> sorted
+(node, GPU index)), preemptions (victim, beneficiary), migrations and requeues. The run stops at the first
+round that differs, naming the round, the job, what each side did and the snapshot fields the two sides filled
+differently.
 
 The two clusters map one-to-one by name. `build_cluster` puts node i (`gpu{i+1:04d}`) under leaf
 `leaf{i // per_leaf + 1:03d}`; the fat tree generator with one HCA per node (`hcas_per_node=1`, the simulator's
