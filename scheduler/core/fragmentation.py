@@ -142,20 +142,7 @@ class MpsFragmentation:
         total = sum(L for L, _ in gpus)
         if total <= 0:
             return 0
-        f = 0
-        for c in self.classes:
-            if c.model is not None and c.model != model:
-                f += c.weight * total
-                continue
-            fits = 0
-            unfit = 0
-            for L, M in gpus:
-                if L >= c.pct and M >= c.mem:
-                    fits += 1
-                else:
-                    unfit += L
-            f += c.weight * (unfit if fits >= c.gpus else total)
-        return f
+        return _fragment(self.classes, model, gpus, total)
 
     # -- fast, one share on one GPU
 
@@ -237,18 +224,23 @@ class MpsFragmentation:
         return d
 
     def _partial_num(self, model: str, gpus: Sequence[tuple[int, int]]) -> int:
-        total = sum(L for L, _ in gpus)
-        f = 0
-        for c in self.multi_partial:
-            if c.model is not None and c.model != model:
-                f += c.weight * total
-                continue
-            fits = 0
-            unfit = 0
-            for L, M in gpus:
-                if L >= c.pct and M >= c.mem:
-                    fits += 1
-                else:
-                    unfit += L
-            f += c.weight * (unfit if fits >= c.gpus else total)
-        return f
+        return _fragment(self.multi_partial, model, gpus, sum(L for L, _ in gpus))
+
+
+def _fragment(classes: Sequence[MixClass], model: str, gpus: Sequence[tuple[int, int]], total: int) -> int:
+    """sum over `classes` of weight x the free % a request of that class could not use: all of it when the
+    request does not fit the node (another model, too few GPUs with room), else the GPUs too small for it."""
+    f = 0
+    for c in classes:
+        if c.model is not None and c.model != model:
+            f += c.weight * total
+            continue
+        fits = 0
+        unfit = 0
+        for L, M in gpus:
+            if L >= c.pct and M >= c.mem:
+                fits += 1
+            else:
+                unfit += L
+        f += c.weight * (unfit if fits >= c.gpus else total)
+    return f
