@@ -63,7 +63,25 @@ class StrictBooleanField(serializers.BooleanField):
 
 
 class StrictModelSerializer(serializers.ModelSerializer):
-    """A ModelSerializer whose generated text and boolean fields are strict (explicit fields choose their own)."""
+    """A ModelSerializer whose generated text and boolean fields are strict (explicit fields choose their own).
+
+    In a form body DRF reads an empty value of an optional field as "not given" (`workload=` queued a training
+    job): here it is the empty value, refused where the field takes no blank and no null."""
+
+    def to_internal_value(self, data):
+        if hasattr(data, "getlist"):  # a form body (QueryDict): JSON bodies already refuse "" where they should
+            errors = {
+                name: ["This field may not be blank."]
+                for name, field in self.fields.items()
+                if not field.read_only
+                and name in data
+                and data.get(name) == ""
+                and not field.allow_null
+                and not getattr(field, "allow_blank", False)
+            }
+            if errors:
+                raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)
 
     serializer_field_mapping = {
         **serializers.ModelSerializer.serializer_field_mapping,
