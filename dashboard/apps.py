@@ -14,3 +14,4 @@ class DashboardConfig(AppConfig):
         # Committed fabric and job changes mark the topics that show them (the broadcaster pushes them).
         events.subscribe(broadcast.on_fabric_event, "fabric")
         events.subscribe(broadcast.on_job_event, "queue")
+        events.subscribe(broadcast.on_live_event, "live")

@@ -158,6 +158,11 @@ def on_fabric_event(cluster_id: int, payload: dict[str, Any]) -> None:
     _mark(cluster_id, EVENT_TOPICS.get(payload.get("kind", ""), FABRIC_TOPICS))
 
 
+def on_live_event(cluster_id: int, payload: dict[str, Any]) -> None:
+    """fabric.events listener ("live"): the domain says which live views changed (new load, a round's queue)."""
+    mark_dirty(cluster_id, payload["topics"])
+
+
 def on_job_event(cluster_id: int, payload: dict[str, Any]) -> None:
     """fabric.events listener ("queue"): jobs changed status, queue position or GPUs."""
     _mark(cluster_id, JOB_TOPICS)

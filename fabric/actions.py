@@ -826,9 +826,7 @@ def acknowledge_alert(alert: Alert, *, actor: str) -> Alert:
     if alert.acknowledged_at is None:
         alert.acknowledged_by, alert.acknowledged_at = actor[:150], timezone.now()
         alert.save(update_fields=["acknowledged_by", "acknowledged_at"])
-        from dashboard import broadcast  # the live views sit above fabric
-
-        broadcast.mark_dirty(alert.cluster_id, "alerts")
+        events.live_changed(alert.cluster_id, "alerts")
     return alert
 
 

@@ -1,9 +1,10 @@
 """Events after commit: actions call `send_on_commit`; listeners of the topic get them once the change commits.
 
-Topics: "fabric" (inventory, node state, health; the scheduler listens and requests a round) and "queue" (job
-changes). The live views' broadcaster (dashboard.broadcast.on_fabric_event, on_job_event) listens to both and
-pushes what changed to the cluster's WebSocket groups: one message per group, never one per client, at most one
-per second.
+Topics: "fabric" (inventory, node state, health; the scheduler listens and requests a round), "queue" (job
+changes) and "live" (`{"topics": [...]}`: what the live views show changed, e.g. new load after an ingest, so the
+domain never imports the dashboard). The live views' broadcaster (dashboard.broadcast.on_fabric_event,
+on_job_event, on_live_event) listens to all three and pushes what changed to the cluster's WebSocket groups: one
+message per group, never one per client, at most one per second.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ log = logging.getLogger(__name__)
 
 
 Listener = Callable[[int, dict[str, Any]], None]
-_listeners: dict[str, list[Listener]] = {"fabric": [], "queue": []}
+_listeners: dict[str, list[Listener]] = {"fabric": [], "queue": [], "live": []}
 
 
 def subscribe(listener: Listener, topic: str = "fabric") -> None:
@@ -26,6 +27,11 @@ def subscribe(listener: Listener, topic: str = "fabric") -> None:
     changed; "queue": a job changed). Registered once, from an AppConfig.ready()."""
     if listener not in _listeners[topic]:
         _listeners[topic].append(listener)
+
+
+def live_changed(cluster_id: int, topics: tuple[str, ...] | str) -> None:
+    """Say, after commit, that the live views' `topics` of the cluster changed (dashboard.broadcast listens)."""
+    send_on_commit(cluster_id, {"topics": topics}, "live")
 
 
 def send_on_commit(cluster_id: int, payload: dict[str, Any], topic: str = "fabric") -> None:

@@ -29,8 +29,7 @@ from django.db import transaction
 
 from clusterctl.bulk import copy_rows
 from clusterctl.locks import TaskLock
-from dashboard import broadcast
-from fabric import actions, inbox
+from fabric import actions, events, inbox
 from fabric.collectors.samples import FABRIC_SOURCE, NodeSample
 from fabric.models import GPU, GpuMetric, Node, Port, PortMetric
 from fabric.selectors import fabric_version
@@ -200,7 +199,7 @@ def ingest_samples(
     t_alerts = clock()
     # The live views: new load for the heat maps, alerts refreshed (raised/cleared ones also mark through events).
     live = ("overview", "fabric", "gpus", "alerts") if any(result.alerts.values()) else ("overview", "fabric", "gpus")
-    broadcast.mark_dirty(cluster_id, live)
+    events.live_changed(cluster_id, live)
     result.gpu_rows, result.port_rows = len(gpu_rows), len(port_rows)
     result.timings = {
         "read": t_read - t0,

@@ -7,7 +7,7 @@ import time
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from dashboard import broadcast
+from fabric import events
 from fabric.models import Cluster
 from scheduler import actions
 from scheduler.actions.errors import RoundBusy
@@ -34,7 +34,7 @@ def run_round(cluster_id: int, trigger: str = "manual") -> SchedulingRound:
     actions.ensure_scheduler(cluster)
     record = _round(cluster_id, trigger)
     # Queue order and reasons, the last round on the overview (placements also mark through job events).
-    broadcast.mark_dirty(cluster_id, ("queue", "overview"))
+    events.live_changed(cluster_id, ("queue", "overview"))
     return record
 
 

@@ -429,14 +429,17 @@ def test_acknowledge_needs_a_post_with_csrf_and_records_who(busy, operator):
     assert "Alert acknowledged" in html and 'data-testid="acknowledged"' in html
 
 
-def test_acknowledge_from_the_page_script_gets_json_and_tells_the_other_pages(staff, busy, monkeypatch):
+def test_acknowledge_from_the_page_script_gets_json_and_tells_the_other_pages(
+    staff, busy, monkeypatch, django_capture_on_commit_callbacks
+):
     from dashboard import broadcast
 
     marked = []
     monkeypatch.setattr(broadcast, "mark_dirty", lambda cluster_id, topics: marked.append((cluster_id, topics)))
     cluster, alert = busy["site"].cluster, busy["open_alert"]
     url = reverse("alert-acknowledge", args=[cluster.pk, alert.pk])
-    response = staff.post(url, HTTP_ACCEPT="application/json")
+    with django_capture_on_commit_callbacks(execute=True):  # the action announces after its commit
+        response = staff.post(url, HTTP_ACCEPT="application/json")
     assert response.status_code == 200 and response.json()["acknowledged_by"] == "operator"
     assert marked == [(cluster.pk, "alerts")]  # by the action: every open Alerts page shows who acknowledged it
 
