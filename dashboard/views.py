@@ -474,19 +474,27 @@ def _whatif_form(request: HttpRequest, handler: CappedUploadHandler | None) -> H
     form = whatif.WhatIfForm(data, request.FILES or None, upload_refused=refused)
     busy, status = None, 200
     if request.method == "POST" and form.is_valid():
-        try:
-            run_id = whatif.start_run(request.user, form)
-        except whatif.Busy as exc:
-            busy = exc.run_id
-            form.add_error(None, "You already have a what-if run in progress: wait until it has finished.")
-        except whatif.AtCapacity as exc:
-            form.add_error(None, str(exc))
-            status = 429
-        else:
+        run_id, busy, status = _start_run(request, form, status)
+        if run_id:
             return redirect("whatif-run", run_id=run_id)
     if status == 200 and form.is_bound and form.errors:
         status = 413 if refused else 400
     return _whatif_render(request, form, whatif.SuiteForm(), busy=busy, status=status)
+
+
+def _start_run(request: HttpRequest, form, status: int) -> tuple[str | None, str | None, int]:
+    """(run id, None, status) once queued; else (None, the user's run in progress or None, status) with the
+    reason on the form: one run per user, and 429 when the site's what-if slots are all taken."""
+    from dashboard import whatif
+
+    try:
+        return whatif.start_run(request.user, form), None, status
+    except whatif.Busy as exc:
+        form.add_error(None, "You already have a what-if run in progress: wait until it has finished.")
+        return None, exc.run_id, status
+    except whatif.AtCapacity as exc:
+        form.add_error(None, str(exc))
+        return None, None, 429
 
 
 def _whatif_render(request: HttpRequest, form, suite, *, busy=None, suite_busy=None, status: int = 200) -> HttpResponse:
@@ -520,15 +528,8 @@ def whatif_suite(request: HttpRequest) -> HttpResponse:
     suite = whatif.SuiteForm(request.POST)
     busy, status = None, 400
     if suite.is_valid():
-        try:
-            run_id = whatif.start_run(request.user, suite)
-        except whatif.Busy as exc:
-            busy = exc.run_id
-            suite.add_error(None, "You already have a what-if run in progress: wait until it has finished.")
-        except whatif.AtCapacity as exc:
-            suite.add_error(None, str(exc))
-            status = 429
-        else:
+        run_id, busy, status = _start_run(request, suite, status)
+        if run_id:
             return redirect("whatif-run", run_id=run_id)
     return _whatif_render(request, whatif.WhatIfForm(), suite, suite_busy=busy, status=status)
 
