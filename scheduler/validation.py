@@ -5,13 +5,19 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from django.db.models import Min
+
 from scheduler.choices import SharingMode, TopologyRequirement, Workload
 from scheduler.models import Pool, PriorityClass, Tenant
 from scheduler.selectors import pool_capacity, pool_gpus
 
 
 def check_request(tenant: Tenant, pool: Pool, priority: PriorityClass, data: dict[str, Any]) -> dict[str, str]:
-    """Return {field: problem}; empty when the request can run in this pool some day."""
+    """Return {field: problem}; empty when the request can run in this pool some day.
+
+    What a default completes is filled in `data` here, so that a request accepted is one the engine can place:
+    an MPS job without `mps_memory_mib` gets `mps_memory_default` (the engine refuses an MPS share without a
+    memory limit, and the node pins it as CUDA_MPS_PINNED_DEVICE_MEM_LIMIT)."""
     errors: dict[str, str] = {}
     capacity = pool_capacity(pool)
     models = capacity["models"]
@@ -48,11 +54,14 @@ def check_request(tenant: Tenant, pool: Pool, priority: PriorityClass, data: dic
         errors["gpu_memory_mib"] = f"no GPU of pool {pool.name} has {memory} MiB"
 
     if sharing == SharingMode.MPS:
-        if data.get("mps_compute_pct") is None:
+        pct = data.get("mps_compute_pct")
+        if pct is None:
             errors["fraction"] = "an MPS job needs a fraction of a GPU (0 < fraction <= 1)"
         mps_memory = data.get("mps_memory_mib")
         if mps_memory is not None and not any(m["memory_mib"] >= mps_memory for m in candidates):
             errors["mps_memory_mib"] = f"{mps_memory} MiB is more than any GPU of pool {pool.name} has"
+        elif mps_memory is None and pct is not None and total:
+            data["mps_memory_mib"] = mps_memory_default(pool, pct, model)
     elif data.get("mps_compute_pct") is not None:
         errors["fraction"] = "a fraction applies to MPS sharing only"
     if sharing == SharingMode.MIG:
@@ -74,6 +83,15 @@ def check_request(tenant: Tenant, pool: Pool, priority: PriorityClass, data: dic
     if data.get("workload") == Workload.DATA_INTENSIVE and dataset is None:
         errors["dataset_node"] = "a data-intensive job names the storage node that holds its dataset"
     return errors
+
+
+def mps_memory_default(pool: Pool, compute_pct: int, model: str = "") -> int:
+    """An MPS job's memory limit when it names none: its compute share of the memory of the smallest GPU of the pool
+    (of its gpu_model when given), in whole MiB rounded down, so the share fits on any GPU it may be placed on
+    (25 % of an 80 GiB H100: 20480 MiB)."""
+    gpus = pool_gpus(pool).filter(model=model) if model else pool_gpus(pool)
+    smallest = gpus.aggregate(smallest=Min("memory_mib"))["smallest"] or 0
+    return max(1, smallest * compute_pct // 100)
 
 
 def _check_require(pool: Pool, require: str, gpus: int, nodes: int | None, capacity: dict, model: str) -> dict:

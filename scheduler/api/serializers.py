@@ -67,7 +67,11 @@ class JobSerializer(StrictModelSerializer):
         min_value=0.01, max_value=1.0, required=False, allow_null=True, write_only=False,
         help_text="MPS: the share of one GPU's compute, 0 < fraction <= 1.",
     )  # fmt: skip
-    mps_memory_mib = serializers.IntegerField(min_value=1, required=False, allow_null=True)
+    mps_memory_mib = serializers.IntegerField(
+        min_value=1, required=False, allow_null=True,
+        help_text="MPS: the memory limit pinned per GPU, MiB. Default: fraction x the memory of the smallest GPU of "
+        "the pool (of gpu_model when given), rounded down (0.25 of an 81920 MiB H100: 20480).",
+    )  # fmt: skip
     require = serializers.ChoiceField(
         choices=TopologyRequirement.choices, required=False, allow_blank=True,
         help_text="All GPUs in one node, leaf or pod (waits for one); empty: anywhere, the most compact preferred.",
