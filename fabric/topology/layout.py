@@ -27,6 +27,7 @@ PURE: no Django, no I/O.
 
 from __future__ import annotations
 
+import math
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -130,7 +131,9 @@ def _sweep(rows: list[list[int]], neighbours: dict[int, list[int]], row_of: dict
                 keys = {}
                 for s in row:
                     others = [rel[t] for t in neighbours.get(s, ()) if (row_of[t] - r) * direction < 0]
-                    keys[s] = (sum(others) / len(others) if others else rel[s], rel[s])
+                    # fsum: the correctly rounded sum, the same in any order (a plain float sum of the same
+                    # neighbours in another order can differ in its last bit and swap two tied switches)
+                    keys[s] = (math.fsum(others) / len(others) if others else rel[s], rel[s])
                 row.sort(key=keys.__getitem__)
                 place(row)
 
