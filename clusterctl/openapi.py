@@ -81,6 +81,32 @@ def error_response(description: str) -> OpenApiResponse:
     return OpenApiResponse(response=_ref(ERROR), description=description)
 
 
+def field_errors_response(
+    description: str, fields: list[str], *, nested: tuple[str, ...] = (), example: dict | None = None
+) -> OpenApiResponse:
+    """A 400 whose body names only `fields` (each -> list of messages; a `nested` one -> a list, or its own keys ->
+    lists), `non_field_errors` for the request as a whole and `detail` alone for a body that does not parse: for a
+    view's extend_schema, `400: field_errors_response(...)`. The shape is ValidationError's, with its keys listed."""
+    strings = {"type": "array", "items": {"type": "string"}}
+    keyed = {"type": "object", "additionalProperties": strings}
+    properties: dict[str, Any] = {name: dict(strings) for name in fields}
+    properties.update({name: {"anyOf": [dict(strings), dict(keyed)]} for name in nested})
+    properties["non_field_errors"] = dict(strings)
+    properties["detail"] = {"type": "string"}
+    schema = {
+        "type": "object",
+        "description": (
+            "Each field in error with its list of messages (always a list, one shape for every refusal); "
+            "`non_field_errors` for the request as a whole; `detail` alone when the body could not be parsed."
+        ),
+        "properties": properties,
+        "additionalProperties": False,
+    }
+    if example is not None:
+        schema["example"] = example
+    return OpenApiResponse(response=schema, description=description)
+
+
 def _response(code: int, description: str) -> dict[str, Any]:
     body = {"description": description, "content": {"application/json": {"schema": _ref(
         VALIDATION_ERROR if code == 400 else ERROR

@@ -12,12 +12,17 @@ from scheduler.models import Pool, PriorityClass, Tenant
 from scheduler.selectors import pool_capacity, pool_gpus
 
 
-def check_request(tenant: Tenant, pool: Pool, priority: PriorityClass, data: dict[str, Any]) -> dict[str, str]:
-    """Return {field: problem}; empty when the request can run in this pool some day.
+def check_request(tenant: Tenant, pool: Pool, priority: PriorityClass, data: dict[str, Any]) -> dict[str, list[str]]:
+    """Return {field: [problem]}, the API's 400 shape (docs/api.md); empty when the request can run in this pool
+    some day.
 
     What a default completes is filled in `data` here, so that a request accepted is one the engine can place:
     an MPS job without `mps_memory_mib` gets `mps_memory_default` (the engine refuses an MPS share without a
     memory limit, and the node pins it as CUDA_MPS_PINNED_DEVICE_MEM_LIMIT)."""
+    return {field: [problem] for field, problem in _problems(tenant, pool, priority, data).items()}
+
+
+def _problems(tenant: Tenant, pool: Pool, priority: PriorityClass, data: dict[str, Any]) -> dict[str, str]:
     errors: dict[str, str] = {}
     capacity = pool_capacity(pool)
     models = capacity["models"]

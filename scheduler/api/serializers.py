@@ -24,6 +24,9 @@ JOB_READ_ONLY = [
     "borrowed", "submitted_at", "started_at", "finished_at",
 ]  # fmt: skip
 
+# What a submit may send: every 400 of POST /jobs/ names one of these (the schema lists them, views.JobViewSet.create).
+JOB_WRITABLE = [f for f in JOB_FIELDS if f not in JOB_READ_ONLY and f not in ("id", "url")]
+
 
 @extend_schema_field({"type": "string", "maxLength": 255, "pattern": IMAGE_PATTERN})
 class ImageReferenceField(StrictCharField):

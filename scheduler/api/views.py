@@ -15,7 +15,7 @@ from rest_framework.decorators import action
 from rest_framework.exceptions import APIException, PermissionDenied
 from rest_framework.response import Response
 
-from clusterctl.openapi import error_response
+from clusterctl.openapi import error_response, field_errors_response
 from clusterctl.pagination import query_int
 from fabric.models import Node
 from scheduler import actions
@@ -23,6 +23,7 @@ from scheduler.actions.locking import is_transient
 from scheduler.api.access import IsOperator, IsOperatorOrTenant, tenant_of
 from scheduler.api.filtersets import JobFilterSet, QuotaFilterSet
 from scheduler.api.serializers import (
+    JOB_WRITABLE,
     JobActionSerializer,
     JobDetailSerializer,
     JobLogSerializer,
@@ -53,6 +54,14 @@ _IDEMPOTENCY_KEY = OpenApiParameter(
     pattern=IDEMPOTENCY_PATTERN,
 )
 _KEY_REUSED = "The Idempotency-Key was used before for a different request (the body differs); nothing was queued."
+_SUBMIT_REFUSED = field_errors_response(
+    "The request is refused and nothing is queued: each field in error says why, in a list of messages, whether the "
+    "value is malformed or the pool cannot run it (more GPUs than it has, a GPU model it lacks, a priority class the "
+    "tenant may not use).",
+    [*(f for f in JOB_WRITABLE if f != "env"), IDEMPOTENCY_HEADER],
+    nested=("env",),
+    example={"gpus": ["asks for 17 GPUs; pool default has 16 in all"]},
+)
 
 
 class KeyReused(APIException):
@@ -99,7 +108,10 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             exc = Busy("the scheduler is busy (the database aborted the change); send the request again", 1)
         return super().handle_exception(exc)
 
-    @extend_schema(parameters=[_IDEMPOTENCY_KEY], responses={201: JobSerializer, 422: error_response(_KEY_REUSED)})
+    @extend_schema(
+        parameters=[_IDEMPOTENCY_KEY],
+        responses={201: JobSerializer, 400: _SUBMIT_REFUSED, 422: error_response(_KEY_REUSED)},
+    )
     def create(self, request, *args, **kwargs) -> Response:
         """Queue a job. With an Idempotency-Key header, sending the same request again queues nothing more."""
         key = request.headers.get(IDEMPOTENCY_HEADER)
@@ -157,7 +169,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
             data["preemptible"] = priority.preemptible_default
         data["dataset_node"] = self._dataset_node(pool, (data.pop("dataset_node", None) or {}).get("hostname"))
         if data["sharing"] != SharingMode.EXCLUSIVE and data.get("nodes"):
-            raise serializers.ValidationError({"nodes": "gangs run on whole GPUs (exclusive sharing)"})
+            raise serializers.ValidationError({"nodes": ["gangs run on whole GPUs (exclusive sharing)"]})
         errors = {**check_request(tenant, pool, priority, data), **_launch_errors(data)}
         if errors:
             raise serializers.ValidationError(errors)
@@ -172,7 +184,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         node = Node.objects.filter(cluster_id=pool.cluster_id, hostname=hostname).first()
         if node is None or node.role != "storage":
             raise serializers.ValidationError(
-                {"dataset_node": f"{hostname} is not a storage node of cluster {pool.cluster.name}"}
+                {"dataset_node": [f"{hostname} is not a storage node of cluster {pool.cluster.name}"]}
             )
         return node
 
@@ -180,7 +192,7 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         pools = list(Pool.objects.filter(quotas__tenant=tenant).select_related("cluster").distinct()[:2])
         if len(pools) == 1:
             return pools[0]
-        raise serializers.ValidationError({"pool": "name the pool (this tenant has quotas in several or none)"})
+        raise serializers.ValidationError({"pool": ["name the pool (this tenant has quotas in several or none)"]})
 
     @extend_schema(request=JobActionSerializer, responses={200: JobSerializer, 409: error_response(_CONFLICT)})
     @action(detail=True, methods=["post"])
@@ -236,13 +248,13 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         return Response(JobSerializer(job, context={"request": self.request}).data)
 
 
-def _launch_errors(data: dict) -> dict[str, str]:
+def _launch_errors(data: dict) -> dict[str, list[str]]:
     """What the nodes need to run the job: a command for processes, an image for containers (not for the twin)."""
     if settings.LAUNCHER == "process" and not data.get("command"):
         extra = " (an image alone runs only where LAUNCHER=container)" if data.get("image") else ""
-        return {"command": f"jobs run as processes on the nodes (LAUNCHER=process): give the command to run{extra}"}
+        return {"command": [f"jobs run as processes on the nodes (LAUNCHER=process): give the command to run{extra}"]}
     if settings.LAUNCHER == "container" and not data.get("image"):
-        return {"image": "jobs run in containers on the nodes (LAUNCHER=container): give the image to run"}
+        return {"image": ["jobs run in containers on the nodes (LAUNCHER=container): give the image to run"]}
     return {}
 
 
