@@ -9,7 +9,7 @@ from django.db.models import Count, Q, QuerySet, Sum
 from fabric.choices import GpuHealth, NodeState
 from fabric.models import GPU, Node
 from scheduler.choices import ACTIVE_STATUSES, JobStatus
-from scheduler.models import Allocation, Job, Pool, PoolNode
+from scheduler.models import Allocation, Job, Pool, PoolNode, PriorityClass, Tenant
 
 
 def pool_nodes(pool: Pool) -> QuerySet[Node]:
@@ -98,6 +98,36 @@ class LazyQueue:
         if cluster_id not in self._by_cluster:
             self._by_cluster[cluster_id] = queue_info([cluster_id])
         return self._by_cluster[cluster_id].get(job_id)
+
+
+def priority_limit(tenant: Tenant) -> int:
+    """The highest priority value a tenant's jobs may ask for: its max_priority, else the default class's."""
+    if tenant.max_priority_id is not None:
+        return tenant.max_priority.value
+    default = PriorityClass.objects.filter(name="normal").first() or PriorityClass.objects.order_by("value").first()
+    return default.value if default is not None else 0
+
+
+def priority_class_names(classes: list[PriorityClass]) -> str:
+    """'high (100), normal (50), low (10), best-effort (0)': highest first, each with its value."""
+    return ", ".join(f"{c.name} ({c.value})" for c in sorted(classes, key=lambda c: -c.value)) or "none"
+
+
+def priority_class_choices(tenant: Tenant | None) -> list[dict]:
+    """Every priority class, highest first, for /api/v1/choices/: and whether `tenant` may ask for it (None for a
+    caller who belongs to no tenant)."""
+    limit = priority_limit(tenant) if tenant is not None else None
+    return [
+        {
+            "value": c.name,
+            "label": c.description,
+            "priority": c.value,
+            "preemptible_default": c.preemptible_default,
+            "always_preemptible": c.always_preemptible,
+            "allowed": None if limit is None else c.value <= limit,
+        }
+        for c in PriorityClass.objects.order_by("-value")
+    ]
 
 
 def tenant_usage(tenant_id: int) -> dict[int, int]:

@@ -9,7 +9,7 @@ from django.db.models import Min
 
 from scheduler.choices import SharingMode, TopologyRequirement, Workload
 from scheduler.models import Pool, PriorityClass, Tenant
-from scheduler.selectors import pool_capacity, pool_gpus
+from scheduler.selectors import pool_capacity, pool_gpus, priority_class_names, priority_limit
 
 
 def check_request(tenant: Tenant, pool: Pool, priority: PriorityClass, data: dict[str, Any]) -> dict[str, list[str]]:
@@ -74,9 +74,13 @@ def _problems(tenant: Tenant, pool: Pool, priority: PriorityClass, data: dict[st
     elif data.get("mig_profile"):
         errors["mig_profile"] = "a MIG profile applies to MIG sharing only"
 
-    allowed = tenant.max_priority.value if tenant.max_priority else _default_priority().value
+    allowed = priority_limit(tenant)
     if priority.value > allowed:
-        errors["priority_class"] = f"tenant {tenant.name} may ask for priority up to {allowed}, not {priority.name}"
+        usable = [c for c in PriorityClass.objects.all() if c.value <= allowed]
+        errors["priority_class"] = (
+            f"tenant {tenant.name} may ask for priority up to {allowed} ({priority_class_names(usable)}), "
+            f"not {priority.name} ({priority.value})"
+        )
     if priority.always_preemptible and data.get("preemptible") is False:
         errors["preemptible"] = (
             f"jobs of priority class {priority.name} are always preemptible: leave preemptible out or set it true "
@@ -142,7 +146,3 @@ def _check_mig(profile: str, models: dict[str, dict]) -> dict[str, str]:
     if all(problems):
         return {"mig_profile": problems[0]}
     return {}
-
-
-def _default_priority() -> PriorityClass:
-    return PriorityClass.objects.filter(name="normal").first() or PriorityClass.objects.order_by("value").first()

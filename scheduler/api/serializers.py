@@ -6,10 +6,12 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from clusterctl.serializers import StrictBooleanField, StrictCharField, StrictModelSerializer, StrictSlugRelatedField
+from scheduler.api.access import tenant_of
 from scheduler.choices import SharingMode, TopologyRequirement, Workload
 from scheduler.launch.checks import IMAGE_PATTERN, command_problem, image_problem, workdir_problem
 from scheduler.launch.env import ENV_VALUE_MAX, LaunchEnvError, check_job_env
 from scheduler.models import Allocation, Job, JobEvent, Launch, Pool, PriorityClass, Quota
+from scheduler.selectors import priority_class_names, priority_limit
 
 JOB_FIELDS = [
     "id", "url", "name", "tenant", "cluster", "pool", "gpus", "nodes", "gpus_per_node", "gpu_model",
@@ -33,12 +35,40 @@ class ImageReferenceField(StrictCharField):
     """An image reference; its grammar is declared in the schema and checked by JobSerializer.validate_image."""
 
 
+class PriorityClassField(StrictSlugRelatedField):
+    """A priority class by name; one that does not exist is refused with the names that do (and, for a tenant's
+    request, those it may ask for), instead of DRF's "Object with name=... does not exist."."""
+
+    default_error_messages = {
+        **StrictSlugRelatedField.default_error_messages,
+        "does_not_exist": 'no priority class "{value}": the classes are {classes}{usable}',
+    }
+
+    def fail(self, key, **kwargs):
+        if key == "does_not_exist":
+            classes = list(PriorityClass.objects.all())
+            kwargs["classes"] = priority_class_names(classes)
+            request = self.context.get("request")
+            tenant = tenant_of(request.user) if request is not None else None
+            if tenant is not None:
+                limit = priority_limit(tenant)
+                usable = priority_class_names([c for c in classes if c.value <= limit])
+                kwargs["usable"] = f"; tenant {tenant.name} may ask for {usable}"
+            else:
+                kwargs["usable"] = ""
+        super().fail(key, **kwargs)
+
+
 class JobSerializer(StrictModelSerializer):
     tenant = serializers.CharField(source="tenant.name", read_only=True)
     cluster = serializers.CharField(source="pool.cluster.name", read_only=True)
     # With its cluster: the answer to a submit names it, and reads nothing after the commit.
     pool = serializers.PrimaryKeyRelatedField(queryset=Pool.objects.select_related("cluster"), required=False)
-    priority_class = StrictSlugRelatedField(slug_field="name", queryset=PriorityClass.objects.all(), required=False)
+    priority_class = PriorityClassField(
+        slug_field="name", queryset=PriorityClass.objects.all(), required=False,
+        help_text="A priority class by name (default: normal); /api/v1/choices/ lists them (priority_class), with "
+        "those the tenant may ask for.",
+    )  # fmt: skip
     # A hostname, resolved in the job's own cluster (hostnames are unique per cluster only).
     dataset_node = StrictCharField(source="dataset_node.hostname", required=False, allow_null=True)
     preemptible = StrictBooleanField(
