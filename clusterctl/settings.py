@@ -6,6 +6,7 @@ in-memory broker). DATABASE_URL / REDIS_URL switch to PostgreSQL and Redis.
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 from pathlib import Path
 
@@ -17,8 +18,11 @@ from redis import retry as redis_retry
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 env = environ.Env()
-if (BASE_DIR / ".env").is_file():
-    environ.Env.read_env(BASE_DIR / ".env")
+# A .env beside manage.py (scripts/demo.sh writes one for development); variables already set win. CLUSTERCTL_ENV_FILE
+# names another file, or none when empty (the test suite: a developer's .env must not change what it tests).
+ENV_FILE = os.environ.get("CLUSTERCTL_ENV_FILE", str(BASE_DIR / ".env"))
+if ENV_FILE and Path(ENV_FILE).is_file():
+    environ.Env.read_env(ENV_FILE)
 
 DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env.str("SECRET_KEY", default="")

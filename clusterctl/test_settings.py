@@ -3,6 +3,8 @@ with the few defaults a test run needs (a throwaway key, plain HTTP test client,
 
 import os
 
+# No .env: what the suite tests must not depend on the checkout's (scripts/demo.sh writes one with DEBUG=1).
+os.environ.setdefault("CLUSTERCTL_ENV_FILE", "")
 os.environ.setdefault("SECRET_KEY", "test-only-key-0123456789-abcdefghijklmnopqrstuvwxyz-not-secret")
 os.environ.setdefault("SECURE_SSL_REDIRECT", "0")
 os.environ.setdefault("ALLOWED_HOSTS", "testserver,localhost,127.0.0.1")

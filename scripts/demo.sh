@@ -6,5 +6,7 @@
 # --no-serve sets up and exits, --static serves without the worker and beat.
 source "$(dirname "$0")/_venv.sh"
 ensure_venv test
+# A development .env (DEBUG=1, a generated SECRET_KEY) unless there is one: the README's manage.py lines read it.
+.venv/bin/python scripts/dev_env.py
 export DEBUG="${DEBUG:-1}"
 exec .venv/bin/python manage.py demo "$@"
