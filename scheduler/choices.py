@@ -83,6 +83,16 @@ class TopologyRequirement(models.TextChoices):
     POD = "pod", "One pod (spine group)"
 
 
+class StartEstimate(models.TextChoices):
+    """What a pending job's estimated start rests on, i.e. how sure it is (the engine's Reservation.basis)."""
+
+    PREEMPTING = "preempting", "Jobs it preempted are stopping: it starts when they have (within their grace period)"
+    STOPPING = "stopping", "It waits for jobs already stopping (within their grace period)"
+    BACKFILL = "backfill", "GPUs reserved for it as running jobs end, by their estimated run times"
+    LEAF = "leaf", "Waiting for one leaf as running jobs end, by their estimated run times"
+    NONE = "none", "No estimate: nothing is reserved for it yet (quota, behind another job, or not yet seen)"
+
+
 ALL_CHOICES = {
     "job_status": JobStatus,
     "launch_state": LaunchState,

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from datetime import UTC, datetime
+from typing import NamedTuple
 
 from django.db.models import Count, Q, QuerySet, Sum
 
 from fabric.choices import GpuHealth, NodeState
 from fabric.models import GPU, Node
-from scheduler.choices import ACTIVE_STATUSES, JobStatus
+from scheduler.choices import ACTIVE_STATUSES, JobStatus, StartEstimate
 from scheduler.models import Allocation, Job, Pool, PoolNode, PriorityClass, Tenant
 
 
@@ -72,16 +74,35 @@ def pool_capacities(pools: list[Pool]) -> dict[int, dict]:
     return result
 
 
-def queue_info(cluster_ids: list[int]) -> dict[int, tuple[int, str]]:
-    """job id -> (1-based place in its cluster's queue, why it waits), from the last round."""
+class QueueEntry(NamedTuple):
+    """A pending job as the last round left it."""
+
+    position: int  # 1-based place in its cluster's queue
+    reason: str  # why it waits
+    estimated_start: datetime | None  # when the round expects it to start: None when it holds no GPUs for it
+    start_estimate: str  # what that rests on: a StartEstimate value ("none" without an estimate)
+
+
+def queue_entries(cluster_ids: list[int]) -> dict[int, QueueEntry]:
+    """job id -> its QueueEntry, from the last round of each cluster (one query)."""
     from scheduler.models import ClusterScheduler
 
-    info: dict[int, tuple[int, str]] = {}
+    info: dict[int, QueueEntry] = {}
     for queue in ClusterScheduler.objects.filter(cluster_id__in=cluster_ids).values_list("queue", flat=True):
         texts = queue.get("texts", [])
+        starts = queue.get("starts", {})
         for i, (job_id, reason) in enumerate(zip(queue.get("order", []), queue.get("reason", []), strict=True), 1):
-            info[job_id] = (i, texts[reason])
+            start = starts.get(str(job_id))
+            if start is None:
+                info[job_id] = QueueEntry(i, texts[reason], None, StartEstimate.NONE)
+            else:
+                info[job_id] = QueueEntry(i, texts[reason], datetime.fromtimestamp(start[0], tz=UTC), start[1])
     return info
+
+
+def queue_info(cluster_ids: list[int]) -> dict[int, tuple[int, str]]:
+    """job id -> (1-based place in its cluster's queue, why it waits), from the last round."""
+    return {job_id: (e.position, e.reason) for job_id, e in queue_entries(cluster_ids).items()}
 
 
 def queue_positions(cluster_ids: list[int]) -> dict[int, int]:
@@ -89,14 +110,15 @@ def queue_positions(cluster_ids: list[int]) -> dict[int, int]:
 
 
 class LazyQueue:
-    """Queue positions and reasons, loaded once per request per cluster, only if a pending job is shown."""
+    """Queue positions, reasons and start estimates, loaded once per request per cluster, only if a pending job is
+    shown."""
 
     def __init__(self) -> None:
-        self._by_cluster: dict[int, dict[int, tuple[int, str]]] = {}
+        self._by_cluster: dict[int, dict[int, QueueEntry]] = {}
 
-    def get(self, cluster_id: int, job_id: int) -> tuple[int, str] | None:
+    def get(self, cluster_id: int, job_id: int) -> QueueEntry | None:
         if cluster_id not in self._by_cluster:
-            self._by_cluster[cluster_id] = queue_info([cluster_id])
+            self._by_cluster[cluster_id] = queue_entries([cluster_id])
         return self._by_cluster[cluster_id].get(job_id)
 
 

@@ -317,10 +317,17 @@ def _place_all(placements, index, round_id: int, now) -> tuple[list, list[tuple[
 
 
 def _record_queue(cluster_id: int, decisions, jobs: dict) -> None:
-    """The queue order and every pending reason, in one row per cluster (many jobs share a reason)."""
+    """The queue order and every pending reason, in one row per cluster (many jobs share a reason), and the start
+    the round estimated for the jobs it holds GPUs for (its reservations): job id -> [epoch seconds, basis]."""
     placed = {p.job_id for p in decisions.placements}
     order = [j for j in decisions.queue_order if j not in placed and j in jobs]
     texts: dict[str, int] = {}
     reasons = [texts.setdefault(decisions.pending_reasons.get(j, "")[:500], len(texts)) for j in order]
-    queue = {"order": order, "reason": reasons, "texts": list(texts)}
+    waiting = set(order)
+    starts: dict[str, list] = {}
+    for r in decisions.reservations:
+        key = str(r.job_id)
+        if r.job_id in waiting and (key not in starts or r.start_at < starts[key][0]):
+            starts[key] = [round(r.start_at, 3), r.basis]
+    queue = {"order": order, "reason": reasons, "texts": list(texts), "starts": starts}
     ClusterScheduler.objects.filter(cluster_id=cluster_id).update(queue=queue)

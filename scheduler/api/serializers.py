@@ -7,11 +7,11 @@ from rest_framework import serializers
 
 from clusterctl.serializers import StrictBooleanField, StrictCharField, StrictModelSerializer, StrictSlugRelatedField
 from scheduler.api.access import tenant_of
-from scheduler.choices import SharingMode, TopologyRequirement, Workload
+from scheduler.choices import SharingMode, StartEstimate, TopologyRequirement, Workload
 from scheduler.launch.checks import IMAGE_PATTERN, command_problem, image_problem, workdir_problem
 from scheduler.launch.env import ENV_VALUE_MAX, LaunchEnvError, check_job_env
 from scheduler.models import Allocation, Job, JobEvent, Launch, Pool, PriorityClass, Quota
-from scheduler.selectors import priority_class_names, priority_limit
+from scheduler.selectors import QueueEntry, priority_class_names, priority_limit
 
 JOB_FIELDS = [
     "id", "url", "name", "tenant", "cluster", "pool", "gpus", "nodes", "gpus_per_node", "gpu_model",
@@ -19,11 +19,11 @@ JOB_FIELDS = [
     "workload", "require", "allreduce_mb", "step_compute_ms", "dataset_node", "est_runtime_s", "checkpoint_cost_s",
     "grace_period_s", "requeue_opt_out",
     "command", "image", "env", "workdir", "generation", "status", "status_reason", "pending_reason", "held",
-    "queue_position", "borrowed", "submitted_at", "started_at", "finished_at",
+    "queue_position", "estimated_start", "start_estimate", "borrowed", "submitted_at", "started_at", "finished_at",
 ]  # fmt: skip
 JOB_READ_ONLY = [
     "tenant", "cluster", "generation", "status", "status_reason", "pending_reason", "held", "queue_position",
-    "borrowed", "submitted_at", "started_at", "finished_at",
+    "estimated_start", "start_estimate", "borrowed", "submitted_at", "started_at", "finished_at",
 ]  # fmt: skip
 
 # What a submit may send: every 400 of POST /jobs/ names one of these (the schema lists them, views.JobViewSet.create).
@@ -76,6 +76,16 @@ class JobSerializer(StrictModelSerializer):
     )
     queue_position = serializers.SerializerMethodField(help_text="1-based place among pending jobs, last round.")
     pending_reason = serializers.SerializerMethodField(help_text="Why it waits, in plain words.")
+    estimated_start = serializers.SerializerMethodField(
+        help_text="When the last round expects it to start (the GPUs it holds for it free up then); null when it "
+        "holds none for it (start_estimate none), and for a job that is not pending."
+    )
+    start_estimate = serializers.SerializerMethodField(
+        help_text="What estimated_start rests on, i.e. how sure it is: preempting (jobs it preempted are stopping; "
+        "within their grace period), stopping (jobs already stopping), backfill (GPUs reserved for it as running jobs "
+        "end by their estimated run times: later if they overrun, earlier if they end sooner), leaf (the same, "
+        "waiting for one leaf), none (no estimate)."
+    )
     env = serializers.DictField(
         child=StrictCharField(allow_blank=True, max_length=ENV_VALUE_MAX, trim_whitespace=False), required=False
     )
@@ -144,7 +154,7 @@ class JobSerializer(StrictModelSerializer):
     def validate_command(self, value: str) -> str:
         return _checked(value, command_problem(value))
 
-    def _queue(self, job: Job) -> tuple[int, str] | None:
+    def _queue(self, job: Job) -> QueueEntry | None:
         queue = self.context.get("queue")
         if queue is None or job.status != "pending" or job.held:
             return None
@@ -152,13 +162,24 @@ class JobSerializer(StrictModelSerializer):
 
     def get_queue_position(self, job: Job) -> int | None:
         entry = self._queue(job)
-        return entry[0] if entry else None
+        return entry.position if entry else None
 
     def get_pending_reason(self, job: Job) -> str:
         if job.held:
             return job.pending_reason
         entry = self._queue(job)
-        return entry[1] if entry else ""
+        return entry.reason if entry else ""
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_estimated_start(self, job: Job):
+        entry = self._queue(job)
+        start = entry.estimated_start if entry else None
+        return serializers.DateTimeField().to_representation(start) if start is not None else None
+
+    @extend_schema_field(serializers.ChoiceField(choices=StartEstimate.choices))
+    def get_start_estimate(self, job: Job) -> str:
+        entry = self._queue(job)
+        return entry.start_estimate if entry else StartEstimate.NONE.value
 
     def to_representation(self, job: Job) -> dict:
         data = super().to_representation(job)

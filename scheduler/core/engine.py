@@ -399,7 +399,7 @@ class _Round:
                     cand = self._fits_after_stopping(ctx, stopping_before)
                     if cand is not None:
                         held = hold_reservation(placer, jid, now + cfg.preemption_grace_s, cand, pool)
-                        dec.reservations.append(Reservation(jid, held.start_at, held.gpu_ids, held.nodes))
+                        dec.reservations.append(Reservation(jid, held.start_at, held.gpu_ids, held.nodes, "stopping"))
                         reasons_out[jid] = reasons.waiting_for_stopping(reason)
                         if not backfill:
                             pool_blocker.setdefault(pool, jid)
@@ -546,7 +546,7 @@ class _Round:
             self._recharge(freed)
             return None
         held = hold_reservation(placer, job.id, self.state.now + cfg.preemption_grace_s, cand, job.pool)
-        self.dec.reservations.append(Reservation(job.id, held.start_at, held.gpu_ids, held.nodes))
+        self.dec.reservations.append(Reservation(job.id, held.start_at, held.gpu_ids, held.nodes, "stopping"))
         self.dec.pending_reasons[job.id] = reasons.waiting_for_stopping(reason)
         self.book.charge(job.tenant, job.pool, need)
         return "waiting"
@@ -600,7 +600,7 @@ class _Round:
         if wait >= cost:
             return None
         held = hold_reservation(placer, job.id, start_at, lcand, job.pool)
-        self.dec.reservations.append(Reservation(job.id, start_at, held.gpu_ids, held.nodes))
+        self.dec.reservations.append(Reservation(job.id, start_at, held.gpu_ids, held.nodes, "leaf"))
         self.counters["leaf_waits"] += 1
         plans[key] = job.id
         where = st.group_label(lcand.picks[0][0].group) if lcand.picks else "one leaf"
@@ -760,7 +760,7 @@ class _Round:
         self.book.charge(job.tenant, job.pool, need_equiv(ctx))
         # The preemptor's GPUs are held for it (not a backfill window: short jobs do not get them).
         held = hold_reservation(placer, job.id, st.now + self.cfg.preemption_grace_s, cand, job.pool)
-        self.dec.reservations.append(Reservation(job.id, held.start_at, held.gpu_ids, held.nodes))
+        self.dec.reservations.append(Reservation(job.id, held.start_at, held.gpu_ids, held.nodes, "preempting"))
         what = _describe(cand)
         return reasons.preempting(victims, what)
 

@@ -363,6 +363,13 @@ class Reservation:
     start_at: float  # estimated start (epoch seconds)
     gpu_ids: tuple[int, ...]
     nodes: tuple[str, ...]
+    # What the estimate rests on (RESERVATION_BASES), i.e. how sure it is: "preempting" / "stopping", the GPUs
+    # are being freed now (its victims, or jobs already stopping, get preemption_grace_s); "backfill" (EASY) and
+    # "leaf" (waiting for one leaf), running jobs end by their estimates (default_runtime_s without one).
+    basis: str = "backfill"
+
+
+RESERVATION_BASES: tuple[str, ...] = ("preempting", "stopping", "backfill", "leaf")
 
 
 @dataclass(slots=True)

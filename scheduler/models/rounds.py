@@ -8,7 +8,8 @@ class ClusterScheduler(models.Model):
     next_queue_seq = models.BigIntegerField(default=1)
     last_round_at = models.DateTimeField(null=True, blank=True)
     # The queue as the last round left it, written once per round however long the queue:
-    # {"order": [job ids], "reason": [index into texts, per job], "texts": [distinct reasons]}.
+    # {"order": [job ids], "reason": [index into texts, per job], "texts": [distinct reasons],
+    #  "starts": {job id: [estimated start, epoch seconds, basis]} for the jobs the round reserved GPUs for}.
     queue = models.JSONField(default=dict, blank=True)
 
     def __str__(self) -> str:
