@@ -252,9 +252,11 @@ def _apply_cas(
         node = None
         if ca.kind == CaKind.HOST:
             node = nodes.get(ca.hostname) if ca.hostname else ca_nodes[ca.guid]
+        stored = existing.get(ca.guid)
         wanted[ca.guid] = {
             "node_id": node.pk if node else None,
-            "device": ca.device[:32],
+            # An unnamed HCA's description names no device either: keep the one its node agent reported.
+            "device": ca.device[:32] or (stored.device if stored is not None else ""),
             "description": ca.description[:255],
             "kind": ca.kind,
             "system_guid": ca.system_guid,
@@ -270,6 +272,19 @@ def _remove_empty_placeholders(cluster: Cluster) -> int:
     return Node.objects.filter(pk__in=list(empty.values_list("pk", flat=True))).delete()[1].get("fabric.Node", 0)
 
 
+def _hosts_moved(cluster_id: int) -> None:
+    """HCAs changed hosts or a host its name: caches keyed by host name (ingest's port map, the scheduler's
+    topology, the dashboard's) must rebuild. fabric.selectors.fabric_version reads Cluster.updated."""
+    Cluster.objects.filter(pk=cluster_id).update(updated=timezone.now())
+
+
+def _check_hostname(hostname: str) -> str:
+    hostname = hostname.strip()
+    if not hostname or len(hostname) > 128 or any(c.isspace() for c in hostname):
+        raise ActionError(f"not a host name: {hostname!r}")
+    return hostname
+
+
 @transaction.atomic
 def name_host(node: Node, hostname: str) -> Node:
     """Give a node (typically an unnamed placeholder) its real host name; returns the node that holds its HCAs.
@@ -277,9 +292,7 @@ def name_host(node: Node, hostname: str) -> Node:
     When another node of the cluster already has that name (the node agent registered it), the HCAs move there
     and an emptied placeholder is removed; otherwise the node is renamed in place.
     """
-    hostname = hostname.strip()
-    if not hostname or len(hostname) > 128 or any(c.isspace() for c in hostname):
-        raise ActionError(f"not a host name: {hostname!r}")
+    hostname = _check_hostname(hostname)
     Node.objects.select_for_update(no_key=True).filter(pk=node.pk).first()
     other = Node.objects.filter(cluster_id=node.cluster_id, hostname=hostname).exclude(pk=node.pk).first()
     if other is None:
@@ -290,21 +303,26 @@ def name_host(node: Node, hostname: str) -> Node:
         node.hcas.update(node=other)
         _remove_empty_placeholders(node.cluster)
         target = other
+    _hosts_moved(node.cluster_id)
     events.send_on_commit(node.cluster_id, {"kind": "inventory_changed", "cause": f"host {hostname} named"})
     return target
 
 
 @transaction.atomic
-def attach_hca(cluster: Cluster | int, guid: str, hostname: str) -> Node:
-    """Put the HCA with node GUID `guid` on host `hostname` (what the node agent reports: its host name and its
-    HCAs' GUIDs). An HCA on an unnamed placeholder names the placeholder (with its other HCAs, see name_host);
-    otherwise the HCA alone moves, to a node created for `hostname` when there is none."""
+def attach_hca(cluster: Cluster | int, guid: str, hostname: str, *, force: bool = False) -> Node:
+    """Put the HCA with node GUID `guid` on host `hostname` (by hand, or a script: the HCA's node_guid and the host
+    name). An HCA on an unnamed placeholder names the placeholder (with its other HCAs, see name_host); an HCA on
+    no node or `force`d moves alone, to a node created for `hostname` when there is none. An HCA already on another
+    named host is refused unless `force`: which of the two is right is the operator's call."""
     cluster_id = cluster.pk if isinstance(cluster, Cluster) else cluster
     try:
         guid = normalise_guid(guid)
     except ValueError as exc:
         raise ActionError(str(exc)) from None
-    hca = HCA.objects.select_related("node").filter(cluster_id=cluster_id, guid=guid).first()
+    hostname = _check_hostname(hostname)
+    hca = HCA.objects.select_related("node").select_for_update(of=("self",)).filter(
+        cluster_id=cluster_id, guid=guid
+    ).first()  # fmt: skip
     if hca is None:
         raise ActionError(f"no HCA with node GUID {guid} in this cluster (import the fabric first)")
     if hca.kind != CaKind.HOST:
@@ -313,11 +331,88 @@ def attach_hca(cluster: Cluster | int, guid: str, hostname: str) -> Node:
         return name_host(hca.node, hostname)
     if hca.node_id and hca.node.hostname == hostname:
         return hca.node
+    if hca.node_id and not force:
+        raise ActionError(f"HCA {guid} is on host {hca.node.hostname}, not moved to {hostname} (force it to move it)")
     node, _ = Node.objects.get_or_create(cluster_id=cluster_id, hostname=hostname)
     hca.node = node
     hca.save(update_fields=["node"])
+    _hosts_moved(cluster_id)
     events.send_on_commit(cluster_id, {"kind": "inventory_changed", "cause": f"HCA {guid} on {hostname}"})
     return node
+
+
+@dataclass
+class ClaimResult:
+    """What claim_hcas did with the HCAs a node agent reported (node GUIDs)."""
+
+    attached: list[str] = field(default_factory=list)  # taken off an unnamed placeholder onto the node
+    devices: list[str] = field(default_factory=list)  # already the node's: the kernel's device name stored
+    elsewhere: dict[str, str] = field(default_factory=dict)  # GUID -> the other named host it stays on
+    unknown: list[str] = field(default_factory=list)  # no host's HCA of this cluster has that GUID
+    placeholders_removed: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.attached or self.devices)
+
+
+@transaction.atomic
+def claim_hcas(cluster_id: int, hostname: str, reported: Iterable[tuple[str, str]]) -> ClaimResult:
+    """A node agent on `hostname` reported its RDMA devices as (node GUID, kernel device name): put on that node the
+    HCAs of the imported fabric it names that sit on an unnamed placeholder (the whole placeholder's HCAs go: it
+    stands for one system, see name_host), and store the kernel's device name on the node's own HCAs, so the
+    agent's port samples find their ports. An HCA on another named host is never moved (`elsewhere`: ingest raises
+    an alert). Idempotent: a second call with the same report changes nothing. One transaction; an event and a
+    cache refresh (fabric_version) only when something changed."""
+    node = Node.objects.select_for_update(no_key=True).filter(cluster_id=cluster_id, hostname=hostname).first()
+    if node is None:
+        raise ActionError(f"no node {hostname!r} in this cluster: its agent's HCAs have nowhere to go")
+    devices: dict[str, str] = {}
+    for guid, device in reported:
+        try:
+            devices[normalise_guid(guid)] = device[:32]
+        except ValueError as exc:
+            raise ActionError(f"{hostname} reported {exc}") from None
+    result = ClaimResult()
+    hcas = HCA.objects.select_for_update(of=("self",)).select_related("node").filter(
+        cluster_id=cluster_id, guid__in=sorted(devices), kind=CaKind.HOST
+    )  # fmt: skip
+    found = {h.guid: h for h in hcas}
+    result.unknown = sorted(set(devices) - set(found))
+    placeholders: set[int] = set()
+    moved: list[HCA] = []
+    for guid in sorted(found):
+        hca, device = found[guid], devices[guid]
+        if hca.node_id == node.pk:
+            if device and hca.device != device:
+                hca.device = device
+                moved.append(hca)
+                result.devices.append(guid)
+        elif hca.node_id is None or hca.node.unnamed:
+            if hca.node_id is not None:
+                placeholders.add(hca.node_id)
+            hca.node, hca.device = node, device or hca.device
+            moved.append(hca)
+            result.attached.append(guid)
+        else:
+            result.elsewhere[guid] = hca.node.hostname
+    if placeholders:  # the placeholders' other HCAs (same system image) come along
+        rest = list(HCA.objects.filter(node_id__in=placeholders).exclude(pk__in=[h.pk for h in moved]))
+        for hca in rest:
+            hca.node = node
+        moved += rest
+        result.attached += sorted(h.guid for h in rest)
+    if moved:
+        HCA.objects.bulk_update(moved, ["node", "device"])
+    if placeholders:
+        result.placeholders_removed = _remove_empty_placeholders(node.cluster)
+    if result.changed:
+        _hosts_moved(cluster_id)
+        what = ", ".join([*(f"{g} attached" for g in result.attached), *(f"{g} is {devices.get(g) or '?'}"
+                                                                          for g in result.devices)])  # fmt: skip
+        log.info("node agent of %s: %s", hostname, what)
+        events.send_on_commit(cluster_id, {"kind": "inventory_changed", "cause": f"node agent of {hostname}: {what}"})
+    return result
 
 
 PortKey = tuple[str, int]  # (node GUID, port number)
@@ -620,6 +715,8 @@ def save_inventory_object(obj, changed_fields: Iterable[str] = ()) -> None:
     if isinstance(obj, Node) and "hostname" in changed:
         obj.unnamed = False  # an operator named the placeholder
     obj.save()
+    if (isinstance(obj, Node) and "hostname" in changed) or (isinstance(obj, HCA) and changed & {"node", "device"}):
+        _hosts_moved(obj.cluster_id)
     if isinstance(obj, Port) and obj.link_id and changed & {"width", "speed", "state", "supported_speed"}:
         save_link_ports(obj.link)
     if isinstance(obj, Switch) and "role" in changed and not obj.role:

@@ -9,6 +9,11 @@ Samples arrive in any order (a retried poll, a slow node): a sample not newer th
 its node is ignored, so state never moves backwards. Rates come from the previous sample of the same node kept in
 the latest state.
 
+A node agent that reads sysfs also reports its RDMA devices' node GUIDs (NodeSample.hcas). An HCA of the imported
+fabric that had no host name (on an unnamed placeholder node) is attached to the reporting node, and the kernel's
+device name is stored on the node's own HCAs so its port samples find their ports (fabric.actions.claim_hcas); one
+that the inventory has on another named host is never moved: the reporting node gets an `hca_elsewhere` warning.
+
 Switch ports, read over the fabric by the fabric agent (perfquery, or the twin), arrive as one sample whose node is
 FABRIC_SOURCE and whose ports' `device` is the switch GUID; they are matched to the switch's Port rows.
 
@@ -19,6 +24,7 @@ node's current link and GPU load (raw and smoothed; what the scheduler and the h
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,15 +36,19 @@ from django.db import transaction
 from clusterctl.bulk import copy_rows
 from clusterctl.locks import TaskLock
 from fabric import actions, events, inbox
+from fabric.choices import CaKind
 from fabric.collectors.samples import FABRIC_SOURCE, NodeSample
-from fabric.models import GPU, GpuMetric, Node, Port, PortMetric
+from fabric.importers.types import normalise_guid
+from fabric.models import GPU, HCA, GpuMetric, Node, Port, PortMetric
 from fabric.selectors import fabric_version
 from fabric.telemetry import liveness
 from fabric.telemetry.health import Finding, Thresholds, evaluate_gpu, evaluate_port, gpu_key, port_key
 from fabric.telemetry.rates import port_rates
 
+log = logging.getLogger(__name__)
 LATEST_TTL_S = 3600  # a node silent for an hour has no "latest" state worth showing
 LIVENESS_RULES = (liveness.UNREACHABLE, liveness.DOWN)
+HCA_ELSEWHERE = "hca_elsewhere"  # a node's agent reports an HCA the inventory has on another named host
 
 
 def latest_key(cluster_id: int, node: str) -> str:
@@ -61,6 +71,7 @@ class IngestResult:
     port_rows: int = 0
     link_utilisation: dict[int, float] = field(default_factory=dict)  # raw, busiest end of each link
     alerts: dict[str, int] = field(default_factory=dict)
+    hcas_attached: dict[str, list[str]] = field(default_factory=dict)  # node -> HCA GUIDs put on it (claim_hcas)
     timings: dict[str, float] = field(default_factory=dict)  # phase -> seconds (bench)
 
 
@@ -79,6 +90,8 @@ class _PortMap:
     hca_ports: dict[str, dict[tuple[str, int], _PortRef]]  # hostname -> (device, port) -> ref
     switch_ports: dict[tuple[str, int], _PortRef]  # (guid without 0x, port) -> ref
     gpus: dict[str, dict[int, int]]  # hostname -> GPU index -> GPU id
+    hcas: dict[str, tuple[str, bool, str]]  # host's HCA node GUID -> (its node's hostname, node unnamed, device)
+    nodes: frozenset[str]  # every hostname of the cluster
 
 
 _MAPS: dict[int, _PortMap] = {}
@@ -104,7 +117,14 @@ def _port_map(cluster_id: int) -> _PortMap:
     gpus: dict[str, dict[int, int]] = {}
     for pk, index, host in GPU.objects.filter(node__cluster_id=cluster_id).values_list("pk", "index", "node__hostname"):
         gpus.setdefault(host, {})[index] = pk
-    built = _PortMap(version, hca, switch, gpus)
+    hcas = {
+        guid: (host, unnamed, device)
+        for guid, host, unnamed, device in HCA.objects.filter(
+            cluster_id=cluster_id, kind=CaKind.HOST, node__isnull=False
+        ).values_list("guid", "node__hostname", "node__unnamed", "device")
+    }
+    nodes = frozenset(Node.objects.filter(cluster_id=cluster_id).values_list("hostname", flat=True))
+    built = _PortMap(version, hca, switch, gpus, hcas, nodes)
     with _MAPS_LOCK:
         _MAPS[cluster_id] = built
     return built
@@ -182,6 +202,7 @@ def ingest_samples(
     cache.set_many(latest_out, LATEST_TTL_S)
     _mark_seen(cluster_id, seen, current_seen)
     t_latest = clock()
+    _claim_hcas(cluster_id, pmap, [newest[n] for n in result.stored], findings, result)
 
     now = max(seen.values())
     with transaction.atomic():
@@ -260,6 +281,65 @@ def _node_rows(cluster_id, pmap, prev, sample, at, thresholds, port_rows, gpu_ro
     if out:
         findings[node] = out
     return {"links": links, "gpus": gpus, "gpu_metrics": gpu_metrics}
+
+
+def hca_claims(pmap: _PortMap, sample: NodeSample) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """Of the HCAs a node's sample reports, per the port map (no query): (node GUID, device) pairs for claim_hcas (on
+    an unnamed placeholder, or the node's own with another device name stored), and GUID -> the other named host
+    the inventory has it on. GUIDs no host's HCA of the cluster has are nobody's business here."""
+    todo: list[tuple[str, str]] = []
+    elsewhere: dict[str, str] = {}
+    for reported in sample.hcas:
+        try:
+            guid = normalise_guid(reported.node_guid)
+        except (ValueError, AttributeError):
+            continue
+        known = pmap.hcas.get(guid)
+        if known is None:
+            continue
+        host, unnamed, device = known
+        if host == sample.node:
+            if reported.device and reported.device != device:
+                todo.append((guid, reported.device))
+        elif unnamed:
+            todo.append((guid, reported.device))
+        else:
+            elsewhere[guid] = host
+    return todo, elsewhere
+
+
+def _claim_hcas(cluster_id: int, pmap: _PortMap, samples: list[NodeSample], findings: dict, result) -> None:
+    """Attach what the samples' agents report (fabric.actions.claim_hcas, one transaction per node) and warn, on the
+    reporting node, of each HCA that stays on another named host (raised every batch it is reported, cleared after
+    the hold-down once it is not)."""
+    for sample in samples:
+        if sample.node == FABRIC_SOURCE or not sample.hcas or sample.node not in pmap.nodes:
+            continue
+        todo, elsewhere = hca_claims(pmap, sample)
+        if todo:
+            try:
+                claimed = actions.claim_hcas(cluster_id, sample.node, todo)
+            except actions.ActionError as exc:  # the node went meanwhile: the next poll tries again
+                log.warning("telemetry: HCAs of %s not attached: %s", sample.node, exc)
+            else:
+                elsewhere.update(claimed.elsewhere)
+                if claimed.attached:
+                    result.hcas_attached[sample.node] = claimed.attached
+        devices = {}
+        for h in sample.hcas:
+            try:
+                devices[normalise_guid(h.node_guid)] = h.device
+            except (ValueError, AttributeError):
+                continue
+        for guid, host in sorted(elsewhere.items()):
+            findings.setdefault(sample.node, []).append(
+                Finding(
+                    HCA_ELSEWHERE, "warning", "node", f"{sample.node}/hca/{guid}",
+                    f"{sample.node}'s agent reports HCA {guid} ({devices.get(guid) or 'device ?'}), which the "
+                    f"inventory has on {host}: not moved. If the card moved to {sample.node}, attach it (admin, or "
+                    f"fabric.actions.attach_hca(..., force=True)); else two hosts report one GUID",
+                )
+            )  # fmt: skip
 
 
 def _mark_seen(cluster_id: int, seen: dict[str, float], current: dict[str, float]) -> None:

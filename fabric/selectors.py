@@ -22,7 +22,8 @@ from fabric.models.telemetry import (
 
 
 def fabric_version(cluster_id: int) -> tuple:
-    """Changes whenever the graph or the port -> link map can have changed: an import, a link or switch edit.
+    """Changes whenever the graph or the port -> link map can have changed: an import, a link or switch edit, an
+    HCA put on another host or a host renamed (those actions touch Cluster.updated).
     Caches of the fabric (the scheduler's topology index, ingest's port map) compare it to rebuild."""
     links = Link.objects.filter(cluster_id=cluster_id).aggregate(
         n=Count("pk"), down=Count("pk", filter=Q(state=LinkState.DOWN)), cap=Sum("capacity_gbps")
@@ -30,8 +31,8 @@ def fabric_version(cluster_id: int) -> tuple:
     last_import = ImportRecord.objects.filter(cluster_id=cluster_id).aggregate(m=Max("pk"))["m"]
     roles = tuple(Switch.objects.filter(cluster_id=cluster_id, role_source="set").values_list("pk", "role"))
     hosts = Node.objects.filter(cluster_id=cluster_id).aggregate(n=Count("pk"), m=Max("pk"))
-    created = Cluster.objects.filter(pk=cluster_id).values_list("created", flat=True).first()
-    return (created, last_import, links["n"], links["down"], links["cap"], roles, hosts["n"], hosts["m"])
+    stamps = Cluster.objects.filter(pk=cluster_id).values_list("created", "updated").first()
+    return (stamps, last_import, links["n"], links["down"], links["cap"], roles, hosts["n"], hosts["m"])
 
 
 def cluster_summary(cluster_id: int) -> dict | None:

@@ -87,7 +87,9 @@ def _poll_cluster(cluster_id: int, name: str) -> int:
     interval = settings.TELEMETRY_INTERVAL_S
     expires = max(interval, 5.0)  # a poll older than the next one is worthless
     asked, live, sent = [], [], 0
-    nodes = Node.objects.filter(cluster_id=cluster_id).values_list("hostname", "state", "state_reason")
+    # An unnamed placeholder (the fabric named no host for its HCAs) has no agent: its host's agent reports those
+    # HCAs under its own name and ingest attaches them (fabric.actions.claim_hcas). Polling it would only miss.
+    nodes = Node.objects.filter(cluster_id=cluster_id, unnamed=False).values_list("hostname", "state", "state_reason")
     for host, state, reason in nodes:
         if state == NodeState.DOWN and not reason.startswith(TELEMETRY_REASON):
             continue  # an operator took it down; a node telemetry took down is still asked, to see it come back

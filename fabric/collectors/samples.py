@@ -93,6 +93,17 @@ class PortSample:
 
 
 @dataclass(slots=True)
+class HcaSample:
+    """One RDMA device of the node as its kernel names it (/sys/class/infiniband/<device>): what lets ingest put an
+    HCA of the imported fabric that had no host name on this node (fabric.actions.claim_hcas)."""
+
+    device: str  # "mlx5_0"
+    node_guid: str  # 16 lowercase hex digits ("0002:c903:0008:0e84" in sysfs)
+    system_guid: str = ""  # system image GUID, shared by the HCAs (functions) of one system
+    node_type: str = ""  # "CA", "RNIC", ... (sysfs node_type without its number)
+
+
+@dataclass(slots=True)
 class NodeSample:
     node: str  # hostname
     collected_at: float  # epoch seconds, when the collector read the hardware
@@ -100,6 +111,7 @@ class NodeSample:
     gpus: list[GpuSample] = field(default_factory=list)
     ports: list[PortSample] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # problems that lost a whole part of the sample
+    hcas: list[HcaSample] = field(default_factory=list)  # the node's own RDMA devices (sysfs-ib reads them)
 
 
 def sample_from_dict(data: dict) -> NodeSample:
@@ -123,4 +135,5 @@ def sample_from_dict(data: dict) -> NodeSample:
         gpus=gpus,
         ports=ports,
         errors=list(data.get("errors", [])),
+        hcas=[HcaSample(**h) for h in data.get("hcas", [])],  # an agent of an older version sends none
     )

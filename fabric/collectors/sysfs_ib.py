@@ -9,6 +9,12 @@ Layout read (root configurable, so tests point it at a fixture tree)::
     <root>/<device>/ports/<n>/counters/*     integers, by file name
     <root>/<device>/ports/<n>/counters_ext/*  (mlx4, when present) integers, by file name (port_xmit_data_64, ...)
     <root>/<device>/ports/<n>/hw_counters/*  (mlx5, irdma, ... when present) integers, by file name
+    <root>/<device>/node_guid        "0002:c903:0008:0e84" -> HcaSample.node_guid "0002c90300080e84"
+    <root>/<device>/sys_image_guid   "0002:c903:0008:0e87" -> HcaSample.system_guid
+    <root>/<device>/node_type        "1: CA"               -> HcaSample.node_type "CA"
+
+The GUIDs say which HCAs of the imported fabric are this node's: ingest attaches an HCA the fabric named no host for
+(a firmware-default node description) to the node whose agent reports its GUID (fabric.actions.claim_hcas).
 
 Every device with a `ports/` directory is read the same way, IB or not (iWARP/RoCE devices such as i40iw0 have
 ports too). Counters stay in their native units: `port_xmit_data`/`port_rcv_data` count 4-octet words and
@@ -39,7 +45,9 @@ import os
 import re
 import time
 
-from .samples import NodeSample, PortSample
+from fabric.importers.types import normalise_guid
+
+from .samples import HcaSample, NodeSample, PortSample
 
 COUNTER_DIRS = ("counters", "counters_ext", "hw_counters")
 MLX4_32BIT_COUNTERS = ("port_xmit_data", "port_rcv_data", "port_xmit_packets", "port_rcv_packets")
@@ -78,6 +86,14 @@ def parse_lid(text: str) -> int:
     return int(t, 16) if t.lower().startswith("0x") else int(t)
 
 
+def parse_guid(text: str) -> str:
+    """ "0002:c903:0008:0e84" (sysfs prints GUIDs as four colon-separated groups) -> "0002c90300080e84"."""
+    groups = text.strip().split(":")
+    if len(groups) != 4 or any(len(g) != 4 for g in groups):
+        raise ValueError(f"not a sysfs GUID (four groups of four hex digits): {text[:40]!r}")
+    return normalise_guid("".join(groups))
+
+
 def _port_sort_key(name: str) -> tuple[int, str]:
     return (int(name), "") if name.isdigit() else (1 << 30, name)
 
@@ -99,6 +115,9 @@ class SysfsIbCollector:
             sample.errors.append(f"{self.root}: cannot list: {e.strerror or e}")
             return sample
         for device in devices:
+            hca = self._read_hca(device, sample.errors)
+            if hca is not None:
+                sample.hcas.append(hca)
             ports_dir = os.path.join(self.root, device, "ports")
             if not os.path.isdir(ports_dir):
                 continue
@@ -112,6 +131,28 @@ class SysfsIbCollector:
                     continue
                 sample.ports.append(self._read_port(device, int(port), os.path.join(ports_dir, port), sample.errors))
         return sample
+
+    def _read_hca(self, device: str, errors: list[str]) -> HcaSample | None:
+        """The device's GUIDs; None when it has no readable node_guid (the error says why, unless the file is
+        absent: then the entry is no RDMA device)."""
+        path = os.path.join(self.root, device)
+        values: dict[str, str] = {}
+        for name, parse in (("node_guid", parse_guid), ("sys_image_guid", parse_guid), ("node_type", parse_state)):
+            p = os.path.join(path, name)
+            if not os.path.exists(p):
+                continue
+            try:
+                values[name] = parse(_read_text(p))
+            except (OSError, ValueError) as e:
+                errors.append(f"{p}: {getattr(e, 'strerror', None) or e}")
+        if "node_guid" not in values:
+            return None
+        return HcaSample(
+            device=device,
+            node_guid=values["node_guid"],
+            system_guid=values.get("sys_image_guid", ""),
+            node_type=values.get("node_type", ""),
+        )
 
     def _read_port(self, device: str, port: int, path: str, errors: list[str]) -> PortSample:
         ps = PortSample(device=device, port=port)

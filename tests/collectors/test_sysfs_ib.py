@@ -258,3 +258,39 @@ def test_unparseable_state_recorded(tmp_path):
     assert p.rate_gbps is None and p.rate_text == "unknown" and p.lid is None
     assert p.state == "ACTIVE" and p.counters == {"port_xmit_data": 1}
     assert len(s.errors) == 2 and all(str(base) in e for e in s.errors)
+
+
+# --- the node's own HCAs: GUIDs (issue 13: the node agent's hostname attaches an unnamed HCA) ----------------------
+
+X5_GLUSTER1 = FIXTURES / "sysfs_infiniband_x5_gluster1" / "class" / "infiniband"
+
+
+def test_hca_guids_are_read_from_node_guid_and_sys_image_guid():
+    s = SysfsIbCollector(str(X5_GLUSTER1)).collect("r510gluster1")
+    # The fixture's files say 0002:c903:0008:0e84, 0002:c903:0008:0e87 and "1: CA".
+    assert [(h.device, h.node_guid, h.system_guid, h.node_type) for h in s.hcas] == [
+        ("mlx4_0", "0002c90300080e84", "0002c90300080e87", "CA")
+    ]
+    assert [(p.device, p.port, p.state) for p in s.ports] == [("mlx4_0", 1, "ACTIVE")] and s.errors == []
+
+
+def test_a_tree_without_node_guid_files_reports_no_hcas_and_no_error(golden):
+    sample = golden[0]  # node_exporter's fixture has no node_guid files
+    assert sample.hcas == [] and sample.errors == []
+
+
+def test_a_malformed_node_guid_is_an_error_naming_its_file_and_the_ports_are_kept(tmp_path):
+    _make_port(tmp_path, "mlx5_0", 1, {"port_xmit_data": "1"})
+    _write(tmp_path / "mlx5_0" / "node_guid", "0x0002c90300080e84\n")
+    s = SysfsIbCollector(str(tmp_path)).collect("n1")
+    assert s.hcas == [] and [p.device for p in s.ports] == ["mlx5_0"]
+    assert s.errors == [f"{tmp_path}/mlx5_0/node_guid: not a sysfs GUID (four groups of four hex digits): "
+                        "'0x0002c90300080e84'"]  # fmt: skip
+
+
+def test_parse_guid():
+    assert sysfs_ib.parse_guid("b8ce:f603:00a1:b2c4\n") == "b8cef60300a1b2c4"
+    with pytest.raises(ValueError, match="not a sysfs GUID"):
+        sysfs_ib.parse_guid("b8ce:f603:00a1")
+    with pytest.raises(ValueError, match="not a 64-bit GUID"):
+        sysfs_ib.parse_guid("b8ce:f603:00a1:zzzz")
