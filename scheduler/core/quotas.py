@@ -8,7 +8,8 @@ A job of `need` GPU-equivalents, with `used` already running for its tenant in i
 * <= guaranteed + borrow_limit                  borrowing: may start on idle GPUs, marked `borrowed`
                                                 (reclaimable); a non-preemptible job may not borrow,
                                                 since a borrowed GPU must be given back on demand
-* more                                          refused: "tenant quota 32/32 used, borrowing limit reached"
+* more                                          refused, the sum stated: "tenant quota: 16 GPUs in use + 96
+                                                asked = 112, more than 64 guaranteed + 32 borrowable = 96"
 A tenant with no quota in a pool has guaranteed 0 and may borrow without limit when
 `Config.borrow_without_quota` (the default), otherwise it is refused.
 """
@@ -78,11 +79,11 @@ class QuotaBook:
             return (
                 BORROWING
                 if job.preemptible
-                else QuotaVerdict(False, False, False, reasons.quota_no_borrow(used, guaranteed))
+                else QuotaVerdict(False, False, False, reasons.quota_no_borrow(used, need, guaranteed))
             )
         if need > guaranteed + limit + 1e-9:
             return QuotaVerdict(False, False, False, reasons.quota_too_big(need, guaranteed, limit))
-        return QuotaVerdict(False, False, False, reasons.quota_exhausted(used, guaranteed))
+        return QuotaVerdict(False, False, False, reasons.quota_exhausted(used, need, guaranteed, limit))
 
 
 IN_QUOTA = QuotaVerdict(True, False, True, None)

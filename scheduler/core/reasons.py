@@ -99,18 +99,31 @@ def priority_clamped(asked: int, allowed: int) -> str:
 # ---------------------------------------------------------------- quotas
 
 
-def quota_exhausted(used: float, guaranteed: float) -> str:
-    return f"tenant quota {num(used)}/{num(guaranteed)} used, borrowing limit reached"
+# Each states the arithmetic that refused the job (scheduler/core/quotas.py): what its tenant uses in the pool
+# now (GPU-equivalents), what it asks, and the bound the sum passed.
 
 
-def quota_no_borrow(used: float, guaranteed: float) -> str:
-    return f"tenant quota {num(used)}/{num(guaranteed)} used; a non-preemptible job cannot borrow"
+def quota_exhausted(used: float, need: float, guaranteed: float, limit: float) -> str:
+    """used + need > guaranteed + limit (and need alone fits in guaranteed + limit)."""
+    return (
+        f"tenant quota: {gpus(used)} in use + {num(need)} asked = {num(used + need)}, more than "
+        f"{num(guaranteed)} guaranteed + {num(limit)} borrowable = {num(guaranteed + limit)}"
+    )
+
+
+def quota_no_borrow(used: float, need: float, guaranteed: float) -> str:
+    """used + need > guaranteed, for a job that may not borrow (it is not preemptible)."""
+    return (
+        f"tenant quota: {gpus(used)} in use + {num(need)} asked = {num(used + need)}, more than "
+        f"{num(guaranteed)} guaranteed; a non-preemptible job cannot borrow"
+    )
 
 
 def quota_too_big(need: float, guaranteed: float, limit: float) -> str:
+    """need > guaranteed + limit: it cannot run under this quota even alone."""
     return (
-        f"needs {gpus(need)}, more than the tenant quota of {num(guaranteed)} plus borrowing limit of "
-        f"{num(limit)} allows"
+        f"needs {gpus(need)}, more than the tenant quota allows at once: {num(guaranteed)} guaranteed + "
+        f"{num(limit)} borrowable = {num(guaranteed + limit)}"
     )
 
 

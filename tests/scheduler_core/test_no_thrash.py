@@ -186,7 +186,9 @@ def test_a_victim_stays_off_its_gpus_while_its_beneficiary_waits_and_others_may_
     b.job(30, tenant="d", priority=50)
     d = schedule(b.snapshot())
     assert d.stats["claims_dropped"] == 1  # its victim is gone and it still cannot start
-    assert d.pending_reasons[1] == "tenant quota 4/4 used, borrowing limit reached"
+    assert d.pending_reasons[1] == (
+        "tenant quota: 4 GPUs in use + 1 asked = 5, more than 4 guaranteed + 0 borrowable = 4"
+    )
     assert [(p.job_id, [s.gpu_id for s in p.shares]) for p in d.placements] == [(30, [gpu0])]
     assert d.preemptions == []
 
@@ -374,7 +376,9 @@ def test_a_victim_is_not_moved_back_onto_the_gpus_freed_for_its_waiting_benefici
     b.job(1, gpus=8, tenant="a")
     d = schedule(b.snapshot())
     assert d.placements == [] and d.migrations == []
-    assert d.pending_reasons[1] == "needs 8 GPUs, more than the tenant quota of 0 plus borrowing limit of 0 allows"
+    assert d.pending_reasons[1] == (
+        "needs 8 GPUs, more than the tenant quota allows at once: 0 guaranteed + 0 borrowable = 0"
+    )
 
 
 def test_without_a_waiting_beneficiary_the_same_job_moves():

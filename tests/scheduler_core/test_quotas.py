@@ -36,15 +36,53 @@ def test_borrowing_limit_reached():
     b.job(1, gpus=1, tenant="a")
     d = schedule(b.snapshot())
     assert d.placements == []
-    assert d.pending_reasons[1] == "tenant quota 8/8 used, borrowing limit reached"
+    assert d.pending_reasons[1] == (
+        "tenant quota: 8 GPUs in use + 1 asked = 9, more than 8 guaranteed + 0 borrowable = 8"
+    )
 
 
-def test_quota_reason_matches_the_issue_example():
+def test_quota_reason_when_the_guarantee_is_all_in_use():
     b = cluster(nodes=4)
     b.tenant("a", {1: (32, 0)})
     b.run(9, {f"n{i}": list(range(8)) for i in range(1, 5)}, tenant="a")
     b.job(1, gpus=1, tenant="a")
-    assert schedule(b.snapshot()).pending_reasons[1] == "tenant quota 32/32 used, borrowing limit reached"
+    assert schedule(b.snapshot()).pending_reasons[1] == (
+        "tenant quota: 32 GPUs in use + 1 asked = 33, more than 32 guaranteed + 0 borrowable = 32"
+    )
+
+
+def test_a_big_gang_refused_with_nothing_borrowed_says_the_sum_not_borrowing_limit_reached():
+    # Issue 14: a 12 x 8 job of a tenant with 64 guaranteed + 32 borrowable and 16 GPUs in use (none borrowed) was
+    # told "tenant quota 16/64 used, borrowing limit reached"; what refused it is 16 + 96 = 112 > 64 + 32 = 96.
+    b = cluster(nodes=14)  # 112 GPUs: the pool could hold it
+    b.tenant("a", {1: (64, 32)})
+    b.run(9, {"n1": list(range(8)), "n2": list(range(8))}, tenant="a")
+    b.job(1, gpus=96, nodes=12, gpus_per_node=8, tenant="a")
+    d = schedule(b.snapshot())
+    assert d.placements == []
+    assert d.pending_reasons[1] == (
+        "tenant quota: 16 GPUs in use + 96 asked = 112, more than 64 guaranteed + 32 borrowable = 96"
+    )
+
+
+def test_quota_reason_while_borrowing_part_of_the_limit():
+    b = cluster()
+    b.tenant("a", {1: (4, 4)})
+    b.run(9, {"n1": [0, 1, 2, 3, 4, 5]}, tenant="a", borrowed=True)  # 6 in use: 2 of them borrowed
+    b.job(1, gpus=3, tenant="a")
+    assert schedule(b.snapshot()).pending_reasons[1] == (
+        "tenant quota: 6 GPUs in use + 3 asked = 9, more than 4 guaranteed + 4 borrowable = 8"
+    )
+
+
+def test_the_same_job_fits_when_the_sum_does():
+    # 6 + 2 = 8 <= 4 + 4: it borrows, so the sum above is what refused the 3-GPU job.
+    b = cluster()
+    b.tenant("a", {1: (4, 4)})
+    b.run(9, {"n1": [0, 1, 2, 3, 4, 5]}, tenant="a", borrowed=True)
+    b.job(1, gpus=2, tenant="a")
+    (p,) = schedule(b.snapshot()).placements
+    assert (p.job_id, p.borrowed) == (1, True)
 
 
 def test_job_bigger_than_quota_plus_limit():
@@ -52,7 +90,7 @@ def test_job_bigger_than_quota_plus_limit():
     b.tenant("a", {1: (4, 4)})
     b.job(1, gpus=16, tenant="a")
     assert schedule(b.snapshot()).pending_reasons[1] == (
-        "needs 16 GPUs, more than the tenant quota of 4 plus borrowing limit of 4 allows"
+        "needs 16 GPUs, more than the tenant quota allows at once: 4 guaranteed + 4 borrowable = 8"
     )
 
 
@@ -60,7 +98,9 @@ def test_non_preemptible_job_cannot_borrow():
     b = cluster()
     b.tenant("a", {1: (4, 8)})
     b.job(1, gpus=8, tenant="a", preemptible=False)
-    assert schedule(b.snapshot()).pending_reasons[1] == ("tenant quota 0/4 used; a non-preemptible job cannot borrow")
+    assert schedule(b.snapshot()).pending_reasons[1] == (
+        "tenant quota: 0 GPUs in use + 8 asked = 8, more than 4 guaranteed; a non-preemptible job cannot borrow"
+    )
 
 
 def test_quota_is_charged_as_jobs_are_placed_in_the_round():
@@ -70,7 +110,9 @@ def test_quota_is_charged_as_jobs_are_placed_in_the_round():
     b.job(2, gpus=3, tenant="a")
     d = schedule(b.snapshot())
     assert [p.job_id for p in d.placements] == [1]
-    assert d.pending_reasons[2] == "tenant quota 3/4 used, borrowing limit reached"
+    assert d.pending_reasons[2] == (  # job 1's 3 GPUs are charged as it is placed
+        "tenant quota: 3 GPUs in use + 3 asked = 6, more than 4 guaranteed + 0 borrowable = 4"
+    )
 
 
 def test_tenant_without_quota_borrows_by_default():
@@ -97,7 +139,9 @@ def test_shared_usage_counts_fractions_of_a_gpu():
     b.run(9, {}, shares=[Share(b.gpu_id("n1", 0), "mps", 30, 1000)], sharing="mps", tenant="a")
     b.job(1, tenant="a", sharing="mps", mps_compute_pct=30, mps_memory_mib=1000)
     d = schedule(b.snapshot())
-    assert d.pending_reasons[1] == "tenant quota 0.3/0.5 used, borrowing limit reached"
+    assert d.pending_reasons[1] == (  # 30 % of one GPU is 0.3 GPU-equivalents
+        "tenant quota: 0.3 GPUs in use + 0.3 asked = 0.6, more than 0.5 guaranteed + 0 borrowable = 0.5"
+    )
 
 
 def test_borrowed_gpus_are_reclaimed_for_the_owner():

@@ -104,7 +104,9 @@ def test_a_job_blocked_only_by_its_quota_waits_when_gpus_are_free():
     b.job(1, gpus=4)
     d = schedule(b.snapshot())
     assert d.preemptions == []
-    assert d.pending_reasons[1] == "tenant quota 4/4 used, borrowing limit reached"
+    assert d.pending_reasons[1] == (
+        "tenant quota: 4 GPUs in use + 4 asked = 8, more than 4 guaranteed + 0 borrowable = 4"
+    )
 
 
 def test_quota_blocked_job_does_not_preempt_when_the_swap_breaks_the_quota():
