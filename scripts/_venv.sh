@@ -20,23 +20,24 @@ pick_python() {
     exit 1
 }
 
+# ensure_venv EXTRAS [DIR [PYTHON]]: DIR (default .venv) made with PYTHON (default: the newest found), holding the
+# project with those extras (e.g. "test").
 ensure_venv() {
-    local extras="$1" stamp
-    if [ ! -x .venv/bin/python ]; then
-        local py
-        py="$(pick_python)"
-        echo "creating .venv with $("$py" --version)" >&2
-        if ! "$py" -m venv .venv 2>/dev/null; then
+    local extras="$1" venv="${2:-.venv}" py="${3:-}" stamp
+    if [ ! -x "$venv/bin/python" ]; then
+        [ -n "$py" ] || py="$(pick_python)"
+        echo "creating $venv with $("$py" --version)" >&2
+        if ! "$py" -m venv "$venv" 2>/dev/null; then
             echo "python venv module missing: apt-get install python3-venv" >&2
             exit 1
         fi
     fi
-    stamp=".venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)-$extras"
+    stamp="$venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)-$extras"
     if [ ! -f "$stamp" ]; then
-        echo "installing clusterctl and its pinned dependencies into .venv ..." >&2
-        .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-        .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
-        rm -f .venv/.installed-*
+        echo "installing clusterctl and its pinned dependencies into $venv ..." >&2
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
+        rm -f "$venv"/.installed-*
         touch "$stamp"
     fi
 }
