@@ -43,7 +43,7 @@ from fabric.topology.tiers import Tiers, detect_tiers
 from fabric.topology.types import Fabric, THost, TLink, TSwitch
 from scheduler.choices import ACTIVE_STATUSES, JobStatus
 from scheduler.models import Allocation, Job, JobEvent, PriorityClass, SchedulingRound
-from scheduler.selectors import queue_info
+from scheduler.selectors import queue_entries
 
 AGGREGATE_ABOVE = 256  # nodes: beyond this the fabric topic shows one group per leaf
 ALERTS_LIMIT = 500
@@ -565,7 +565,7 @@ def _shape(nodes: int | None, per_node: int | None, gpus: int, sharing: str, mig
 
 def queue(c: _Cluster, now: datetime | None = None) -> dict:
     now = now or timezone.now()
-    last_round = queue_info([c.id])  # job -> (place in line, why it waits)
+    last_round = queue_entries([c.id])  # job -> place in line, why it waits, estimated start
     rows = Job.objects.filter(pool__cluster_id=c.id).filter(Q(status=JobStatus.PENDING) | Q(status__in=ACTIVE_STATUSES))
     pending, running = [], []
     for (pk, name, tenant, n_gpus, nodes, per_node, sharing, mig_profile, priority, status, held, held_reason,
@@ -573,10 +573,13 @@ def queue(c: _Cluster, now: datetime | None = None) -> dict:
         item = {"id": pk, "name": name, "tenant": tenant, "gpus": n_gpus,
                 "shape": _shape(nodes, per_node, n_gpus, sharing, mig_profile), "priority": priority}  # fmt: skip
         if status == JobStatus.PENDING:
-            place, why = last_round.get(pk, (None, NO_ROUND_YET))
+            entry = last_round.get(pk)
+            place, why = (entry.position, entry.reason) if entry else (None, NO_ROUND_YET)
+            start, basis = (entry.estimated_start, entry.start_estimate) if entry and not held else (None, "none")
             why = (held_reason or "held") if held else why
             item |= {"position": place, "reason": why, "submitted_at": iso(submitted),
-                     "wait_s": max(0, int((now - submitted).total_seconds())), "_seq": seq}  # fmt: skip
+                     "wait_s": max(0, int((now - submitted).total_seconds())), "start_at": iso(start),
+                     "start_estimate": basis, "_seq": seq}  # fmt: skip
             pending.append(item)
         else:
             item |= {"status": status, "started_at": iso(started), "nodes": [], "links": []}

@@ -8,6 +8,7 @@ from dashboard import views
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("my/", views.my_page, name="my"),
+    path("my/jobs/<int:job_id>/", views.my_job_page, name="my-job"),
     path("legend.css", views.legend_css, name="legend-css"),
     path("accounts/login/", views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

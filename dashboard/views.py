@@ -1,7 +1,7 @@
 """The dashboard's pages (docs/dashboard.md "Pages"): server-rendered shells that the page scripts keep live.
 
-Operators (staff) see every page; a tenant member sees /my/ only (its own jobs, positions, reasons and quotas) and
-is refused the operator pages. Every page renders in a bounded number of queries whatever the cluster's size: the
+Operators (staff) see every page; a tenant member sees /my/ (its own jobs, positions, expected starts, reasons and
+quotas) and /my/jobs/<id>/ for each of its own jobs, and is refused the operator pages. Every page renders in a bounded number of queries whatever the cluster's size: the
 big tables (GPUs, the queue) arrive over the sockets, and what is rendered here reads in bulk.
 """
 
@@ -36,9 +36,9 @@ from fabric.models.telemetry import GpuMetric
 from fabric.selectors import cluster_summary, link_labels, metric_series
 from fabric.topology import analyse
 from scheduler.api.access import tenant_of
-from scheduler.choices import ACTIVE_STATUSES, FINAL_STATUSES, JobStatus
+from scheduler.choices import ACTIVE_STATUSES, FINAL_STATUSES, JobStatus, StartEstimate
 from scheduler.models import Allocation, Job, JobEvent, Quota
-from scheduler.selectors import queue_info, tenant_usage
+from scheduler.selectors import QueueEntry, queue_entries, queue_info, tenant_usage
 
 if TYPE_CHECKING:  # the what-if module loads the replay: imported by its views only
     from dashboard.whatif import CappedUploadHandler
@@ -101,6 +101,23 @@ def operator_required(view):
         if not request.user.is_staff:
             return forbidden(request, "This page is for operators.")
         return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def own_job_to_tenant_page(view):
+    """The operators' job page opened by a tenant member for one of its own jobs (a link shared, the README's URL):
+    its tenant page instead. Anything else goes on to `view` (operator_required: 403 for a tenant, whether the job
+    is another tenant's or does not exist, so the answer tells nothing of others' jobs)."""
+
+    @wraps(view)
+    def wrapped(request: HttpRequest, cluster_id: int, job_id: int, *args, **kwargs):
+        if request.user.is_authenticated and not request.user.is_staff:
+            tenant = tenant_of(request.user)
+            own = Job.objects.filter(pk=job_id, pool__cluster_id=cluster_id, tenant=tenant) if tenant else None
+            if own is not None and own.exists():
+                return redirect("my-job", job_id=job_id)
+        return view(request, cluster_id, job_id, *args, **kwargs)
 
     return wrapped
 
@@ -261,6 +278,7 @@ def _leaves_of(node_ids: list[int]) -> dict[int, str]:
     return leaves
 
 
+@own_job_to_tenant_page
 @operator_required
 def job_page(request: HttpRequest, cluster_id: int, job_id: int) -> HttpResponse:
     cluster = get_object_or_404(Cluster, pk=cluster_id)
@@ -383,7 +401,7 @@ def my_page(request: HttpRequest) -> HttpResponse:
     )
     clusters = {q.pool.cluster_id: q.pool.cluster for q in quotas}
     clusters.update({j.pool.cluster_id: j.pool.cluster for j in live})
-    queue = queue_info(sorted(clusters)) if any(j.status == JobStatus.PENDING for j in live) else {}
+    queue = queue_entries(sorted(clusters)) if any(j.status == JobStatus.PENDING for j in live) else {}
     nodes: dict[int, list[str]] = defaultdict(list)
     running_ids = [j.pk for j in live if j.status in ACTIVE_STATUSES]
     for job_id, host in (
@@ -395,11 +413,12 @@ def my_page(request: HttpRequest) -> HttpResponse:
         nodes[job_id].append(host)
     pending, running = [], []
     for job in live:
-        row = {"job": job, "shape": _shape(job), "cluster": job.pool.cluster}
+        row = {"job": job, "shape": _shape(job), "cluster": job.pool.cluster, "url": reverse("my-job", args=[job.pk])}
         if job.status == JobStatus.PENDING:
             entry = None if job.held else queue.get(job.pk)
-            row["position"] = entry[0] if entry else None
-            row["reason"] = job.pending_reason if job.held else (entry[1] if entry else "")
+            row["position"] = entry.position if entry else None
+            row["reason"] = job.pending_reason if job.held else (entry.reason if entry else "")
+            row["start"] = start_text(entry)
             pending.append(row)
         else:
             row["nodes"] = nodes.get(job.pk, [])
@@ -424,7 +443,7 @@ def my_page(request: HttpRequest) -> HttpResponse:
         "tenant": tenant,
         "pending": pending,
         "running": running,
-        "recent": recent,
+        "recent": [{"job": job, "url": reverse("my-job", args=[job.pk])} for job in recent],
         "quotas": quota_rows,
         "clusters": [
             {
@@ -438,6 +457,82 @@ def my_page(request: HttpRequest) -> HttpResponse:
         **_common(),
     }
     return render(request, "dashboard/my.html", context)
+
+
+# How a pending job's expected start reads in the queue tables (queue-tables.js startText says the same).
+NO_ESTIMATE = "\u2013"  # the en dash the pages show for "none"
+START_WORDS = {
+    StartEstimate.PREEMPTING: "after preemption",
+    StartEstimate.STOPPING: "as jobs stop",
+    StartEstimate.BACKFILL: "reserved",
+    StartEstimate.LEAF: "waiting for one leaf",
+}
+
+
+def until_text(seconds: float) -> str:
+    """As dom.js fmtDuration: "42 s", "55 min 03 s", "3 h 05 min", "2 d 4 h"."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60:02d} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
+def start_text(entry: QueueEntry | None, now=None) -> str:
+    """ "in 55 min 03 s (reserved)", "any moment (after preemption)" once the time has come, NO_ESTIMATE without
+    one."""
+    if entry is None or entry.estimated_start is None:
+        return NO_ESTIMATE
+    left = (entry.estimated_start - (now or timezone.now())).total_seconds()
+    when = f"in {until_text(left)}" if left >= 1 else "any moment"
+    return f"{when} ({START_WORDS.get(entry.start_estimate, entry.start_estimate)})"
+
+
+def my_job_page(request: HttpRequest, job_id: int) -> HttpResponse:
+    """A tenant's own job: its state, place in the queue, expected start and reason (live), where it runs, its log
+    and its events. Another tenant's job, or one that does not exist, is a 404: the query holds the tenant's only."""
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    tenant = tenant_of(request.user)
+    if tenant is None:
+        if request.user.is_staff:
+            job = get_object_or_404(Job.objects.select_related("pool"), pk=job_id)
+            return redirect("job", cluster_id=job.pool.cluster_id, job_id=job.pk)
+        return forbidden(request, "This account belongs to no tenant: ask an operator to add it to one.")
+    job = get_object_or_404(
+        Job.objects.filter(tenant=tenant).select_related("pool__cluster", "priority_class", "dataset_node"), pk=job_id
+    )
+    cluster = job.pool.cluster
+    events = list(JobEvent.objects.filter(job=job).order_by("at", "pk"))
+    allocations = list(
+        Allocation.objects.filter(job=job, active=True)
+        .select_related("gpu__node")
+        .order_by("gpu__node__hostname", "gpu__index")
+    )
+    nodes: dict[str, list] = defaultdict(list)
+    for a in allocations:
+        nodes[a.gpu.node.hostname].append(a)
+    entry = queue_entries([cluster.pk]).get(job.pk) if job.status == JobStatus.PENDING and not job.held else None
+    context = {
+        "page": "my",
+        "tenant": tenant,
+        "job": job,
+        "cluster": cluster,
+        "ws": ws_paths(cluster.pk),
+        "shape": _shape(job),
+        "events": events,
+        "allocations": allocations,
+        "nodes": sorted(nodes.items()),
+        "position": entry.position if entry else None,
+        "reason": job.pending_reason if job.held else (entry.reason if entry else ""),
+        "start": start_text(entry),
+        "start_basis": StartEstimate(entry.start_estimate).label if entry and entry.estimated_start else "",
+        **_common(),
+    }
+    return render(request, "dashboard/my_job.html", context)
 
 
 #

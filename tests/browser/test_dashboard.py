@@ -101,6 +101,21 @@ def test_a_tenant_sees_only_its_own_jobs(scenario, page):
     assert page.locator("[data-testid=forbidden]").count() == 1
 
 
+def test_a_tenant_opens_its_own_job_from_my_and_not_anothers(scenario, page):
+    login(page, "bob", "pw-bob-123")
+    live(page)
+    page.click(f"[data-job-id='{scenario.waiting.pk}'] a[data-f=name]")
+    expect(page).to_have_url(re.compile(rf"/my/jobs/{scenario.waiting.pk}/$"))
+    live(page)
+    expect(page.locator("[data-testid=job-status]")).to_have_attribute("data-state", "pending")
+    expect(page.locator("[data-testid=pending-reason]")).to_have_text(re.compile(r"\w{8,}"), timeout=10_000)
+    assert page.js_errors == []
+    # Alice's running job is not Bob's to see, by either address.
+    assert page.goto(f"/my/jobs/{scenario.running.pk}/").status == 404
+    page.goto(f"/clusters/{scenario.cluster.pk}/jobs/{scenario.running.pk}/")
+    assert page.locator("[data-testid=forbidden]").count() == 1
+
+
 def test_a_page_reconnects_after_the_server_restarts_and_resynchronises(scenario, page, live_server_asgi):
     login(page, "ops", "pw-ops-123")
     page.goto(f"/clusters/{scenario.cluster.pk}/gpus/")

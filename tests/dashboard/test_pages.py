@@ -312,11 +312,12 @@ def test_anonymous_users_are_sent_to_the_login_page(client, busy):
 def test_tenants_are_refused_every_operator_page(client, busy, user_a):
     site = busy["site"]
     client.force_login(user_a)
-    for url in cluster_pages(site.cluster.pk, busy["gang"].pk):
+    # Another tenant's job (its own leads to its page: tests/dashboard/test_tenant_pages.py).
+    for url in cluster_pages(site.cluster.pk, busy["single"].pk):
         response = client.get(url)
         assert response.status_code == 403, url
         assert 'data-testid="forbidden"' in response.content.decode()
-        assert "llm-pretrain" not in response.content.decode()
+        assert "llm-pretrain" not in response.content.decode() and "notebook" not in response.content.decode()
     series = client.get(reverse("job-series", args=[site.cluster.pk, busy["gang"].pk]))
     assert series.status_code == 403
     # The overview is their home page: it sends them to their own.

@@ -153,7 +153,7 @@ def test_queue_has_order_reasons_running_nodes_and_links(site):
     assert pending[first.pk]["tenant"] == "tenant-b" and pending[first.pk]["priority"] == "normal"
     assert pending[first.pk]["shape"] == "32" and pending[first.pk]["wait_s"] >= 0
     assert set(pending[first.pk]) == {"id", "name", "tenant", "position", "gpus", "shape", "priority", "reason",
-                                      "submitted_at", "wait_s"}  # fmt: skip
+                                      "submitted_at", "wait_s", "start_at", "start_estimate"}  # fmt: skip
     (job,) = data["running"]
     assert job["id"] == running.pk and job["shape"] == "2x8" and job["gpus"] == 16
     assert job["started_at"].endswith("Z") and len(job["nodes"]) == 2

@@ -6,7 +6,7 @@ import { loaded } from "./dom.js";
 import { QueueTables } from "./queue-tables.js";
 
 for (const section of document.querySelectorAll("[data-role=tenant-cluster]")) {
-  const tables = new QueueTables(section, { links: null, showTenant: false });
+  const tables = new QueueTables(section, { links: (job) => `/my/jobs/${job.id}/`, showTenant: false });
   connect(section.dataset.wsQueue).subscribe("queue", (event) => {
     loaded(section);
     tables.draw(event.state, event);

@@ -14,13 +14,15 @@ function jobCell(job, links) {
 
 export class QueueTables {
   // root: the element holding tables #pending, #running, #recent (tbody each) and their empty notes;
-  // links(job) -> URL of the job's page, or null (a tenant has no job pages); filter(job) -> bool (optional).
+  // links(job) -> URL of the job's page (operators: the cluster's job page; a tenant: /my/jobs/<id>/), or null;
+  // filter(job) -> bool (optional).
   constructor(root, { links = null, showTenant = true, filter = null } = {}) {
     this.root = root;
     this.links = links;
     this.showTenant = showTenant;
     this.filter = filter;
     this.waitRef = new Map(); // job id -> [wait_s at receipt, Date.now() at receipt]
+    this.startAt = new Map(); // job id -> the job (its start_at, start_estimate), to count down locally
     const part = (name) => root.querySelector(`[data-table=${name}]`);
     this.pending = new KeyedRows(part("pending").querySelector("tbody"), {
       create: (job) => this.pendingRow(job),
@@ -53,6 +55,7 @@ export class QueueTables {
         this.pending.remove(id);
         this.running.remove(id);
         this.waitRef.delete(String(id));
+        this.startAt.delete(String(id));
       }
       for (const job of (d.upsert && d.upsert.running) || []) {
         this.pending.remove(job.id);
@@ -87,6 +90,7 @@ export class QueueTables {
       el("td", { "data-f": "shape", class: "num" }),
       el("td", { "data-f": "priority" }),
       el("td", { "data-f": "reason", class: "reason", "data-testid": "pending-reason" }),
+      el("td", { "data-f": "start", "data-testid": "start-estimate" }),
       el("td", { "data-f": "wait", class: "num" }),
     );
   }
@@ -100,6 +104,8 @@ export class QueueTables {
     setText(cell(tr, "shape"), shapeText(job));
     setText(cell(tr, "priority"), job.priority);
     setText(cell(tr, "reason"), job.reason || "–");
+    this.startAt.set(String(job.id), job);
+    setText(cell(tr, "start"), startText(job));
     if (job.wait_s != null) this.waitRef.set(String(job.id), [job.wait_s, Date.now()]);
     setText(cell(tr, "wait"), this.waitText(job));
   }
@@ -155,6 +161,8 @@ export class QueueTables {
     for (const [id, tr] of this.pending.rows) {
       const ref = this.waitRef.get(id);
       if (ref) setText(cell(tr, "wait"), fmtDuration(ref[0] + (Date.now() - ref[1]) / 1000));
+      const job = this.startAt.get(id);
+      if (job) setText(cell(tr, "start"), startText(job));
     }
   }
 
@@ -177,6 +185,22 @@ export class QueueTables {
       setText(node, shown === table.size ? String(table.size) : `${shown} of ${table.size}`);
     }
   }
+}
+
+// What a pending job's expected start rests on, in a few words (dashboard/views.py START_WORDS says the same).
+const START_WORDS = {
+  preempting: "after preemption",
+  stopping: "as jobs stop",
+  backfill: "reserved",
+  leaf: "waiting for one leaf",
+};
+
+// "in 55 min 03 s (reserved)", "any moment (after preemption)" once the time has come, "–" without an estimate.
+export function startText(job) {
+  if (!job.start_at) return "–";
+  const left = (new Date(job.start_at).getTime() - Date.now()) / 1000;
+  const when = left >= 1 ? `in ${fmtDuration(left)}` : "any moment";
+  return `${when} (${START_WORDS[job.start_estimate] || job.start_estimate})`;
 }
 
 export function shapeText(job) {
