@@ -21,9 +21,9 @@ pick_python() {
 }
 
 # ensure_venv EXTRAS [DIR [PYTHON]]: DIR (default .venv) made with PYTHON (default: the newest found), holding the
-# project with those extras (e.g. "test").
+# project with those extras: "" for what the app runs (the demo), "test" for the test suite and its tools.
 ensure_venv() {
-    local extras="$1" venv="${2:-.venv}" py="${3:-}" stamp
+    local extras="$1" venv="${2:-.venv}" py="${3:-}" hash stamp
     if [ ! -x "$venv/bin/python" ]; then
         [ -n "$py" ] || py="$(pick_python)"
         echo "creating $venv with $("$py" --version)" >&2
@@ -32,14 +32,17 @@ ensure_venv() {
             exit 1
         fi
     fi
-    stamp="$venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)-$extras"
-    if [ ! -f "$stamp" ]; then
-        echo "installing clusterctl and its pinned dependencies into $venv ..." >&2
-        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
-        "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
-        rm -f "$venv"/.installed-*
-        touch "$stamp"
+    hash="$(sha256sum pyproject.toml | cut -c1-16)"
+    stamp="$venv/.installed-$hash-${extras:-base}"
+    # An install with extras holds the base dependencies too: the demo reuses the test suite's venv as it is.
+    if [ -f "$stamp" ] || { [ -z "$extras" ] && compgen -G "$venv/.installed-$hash-*" >/dev/null; }; then
+        return
     fi
+    echo "installing clusterctl and its pinned dependencies${extras:+ with [$extras]} into $venv ..." >&2
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e ".${extras:+[$extras]}"
+    find "$venv" -maxdepth 1 -name '.installed-*' ! -name ".installed-$hash-*" -delete  # an older pyproject.toml's
+    touch "$stamp"
 }
 
 # The browser tests drive Debian's Chromium (Playwright never downloads one here). Install it when missing and

@@ -5,7 +5,7 @@
 # Extra arguments go to `manage.py demo`, e.g. scripts/demo.sh --nodes 256 --port 8080 --poll-interval 2;
 # --no-serve sets up and exits, --static serves without the worker and beat.
 source "$(dirname "$0")/_venv.sh"
-ensure_venv test
+ensure_venv ""  # what the app runs; the test suite's extras (scripts/test.sh) are not needed to serve
 # A development .env (DEBUG=1, a generated SECRET_KEY) unless there is one: the README's manage.py lines read it.
 .venv/bin/python scripts/dev_env.py
 export DEBUG="${DEBUG:-1}"
