@@ -430,7 +430,13 @@ REST_FRAMEWORK = {
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "clusterctl API",
-    "DESCRIPTION": "Fabric inventory, topology analysis and (soon) GPU scheduling for InfiniBand GPU clusters.",
+    "DESCRIPTION": (
+        "The control plane of GPU clusters on InfiniBand. Tenants submit, watch and cancel their jobs (whole GPUs, "
+        "MPS shares, MIG instances, time-slices, gangs; with their place in the queue, why they wait and when they "
+        "are expected to start) and read their quotas and pools; operators also manage the fabric inventory "
+        "(import, analysis, live load, health) and every tenant's jobs. Authenticate with `Authorization: Token "
+        "<token>`. Errors: `{\"detail\": ...}`, or field -> [messages] for a 400 (docs/api.md)."
+    ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
     "SWAGGER_UI_DIST": "SIDECAR",

@@ -550,17 +550,36 @@ def alerts(c: _Cluster) -> dict:
     return {"alerts": [a | {k: iso(a[k]) for k in ALERT_TIMES} for a in rows]}
 
 
-JOB_FIELDS = ("pk", "name", "tenant__name", "gpus", "nodes", "gpus_per_node", "sharing", "mig_profile",
-              "priority_class__name", "status", "held", "pending_reason", "submitted_at", "started_at",
+JOB_FIELDS = ("pk", "name", "tenant__name", "gpus", "nodes", "gpus_per_node", "sharing", "mps_compute_pct",
+              "mig_profile", "priority_class__name", "status", "held", "pending_reason", "submitted_at", "started_at",
               "queue_seq")  # fmt: skip
 
 
-def _shape(nodes: int | None, per_node: int | None, gpus: int, sharing: str, mig_profile: str) -> str:
+def _gpus(n: int) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
+def shape_text(gpus: int, nodes: int | None = None, per_node: int | None = None, sharing: str = "exclusive",
+               mps_compute_pct: int | None = None, mig_profile: str = "") -> str:  # fmt: skip
+    """What a job asks for, in words, the same on every page: "1 GPU", "8 GPUs", "16 GPUs: 2 nodes x 8" (a gang),
+    "MPS, 25 % of 1 GPU", "MPS, 50 % of each of 2 GPUs", "MIG 1g.10gb", "2 x MIG 3g.40gb", "time-slice of 1 GPU"."""
     if nodes and per_node:
-        return f"{nodes}x{per_node}"
-    if sharing == "mig" and mig_profile:
-        return f"{gpus}x{mig_profile}"
-    return f"{gpus}" if sharing == "exclusive" else f"{gpus} {sharing}"
+        return f"{_gpus(gpus)}: {nodes} node{'s' if nodes != 1 else ''} x {per_node}"
+    if sharing == "mps":
+        if not mps_compute_pct:
+            return f"MPS on {_gpus(gpus)}"
+        return f"MPS, {mps_compute_pct} % of {'1 GPU' if gpus == 1 else f'each of {gpus} GPUs'}"
+    if sharing == "mig":
+        profile = f"MIG {mig_profile}" if mig_profile else "MIG"
+        return profile if gpus == 1 else f"{gpus} x {profile}"
+    if sharing == "timeslice":
+        return "time-slice of 1 GPU" if gpus == 1 else f"time-slices of {gpus} GPUs"
+    return _gpus(gpus)
+
+
+def job_shape(job) -> str:
+    """shape_text of a Job row."""
+    return shape_text(job.gpus, job.nodes, job.gpus_per_node, job.sharing, job.mps_compute_pct, job.mig_profile)
 
 
 def queue(c: _Cluster, now: datetime | None = None) -> dict:
@@ -568,10 +587,11 @@ def queue(c: _Cluster, now: datetime | None = None) -> dict:
     last_round = queue_entries([c.id])  # job -> place in line, why it waits, estimated start
     rows = Job.objects.filter(pool__cluster_id=c.id).filter(Q(status=JobStatus.PENDING) | Q(status__in=ACTIVE_STATUSES))
     pending, running = [], []
-    for (pk, name, tenant, n_gpus, nodes, per_node, sharing, mig_profile, priority, status, held, held_reason,
-         submitted, started, seq) in rows.values_list(*JOB_FIELDS):  # fmt: skip
+    for (pk, name, tenant, n_gpus, nodes, per_node, sharing, mps_pct, mig_profile, priority, status, held,
+         held_reason, submitted, started, seq) in rows.values_list(*JOB_FIELDS):  # fmt: skip
         item = {"id": pk, "name": name, "tenant": tenant, "gpus": n_gpus,
-                "shape": _shape(nodes, per_node, n_gpus, sharing, mig_profile), "priority": priority}  # fmt: skip
+                "shape": shape_text(n_gpus, nodes, per_node, sharing, mps_pct, mig_profile),
+                "priority": priority}  # fmt: skip
         if status == JobStatus.PENDING:
             entry = last_round.get(pk)
             place, why = (entry.position, entry.reason) if entry else (None, NO_ROUND_YET)

@@ -1,8 +1,9 @@
 """The dashboard's pages (docs/dashboard.md "Pages"): server-rendered shells that the page scripts keep live.
 
 Operators (staff) see every page; a tenant member sees /my/ (its own jobs, positions, expected starts, reasons and
-quotas) and /my/jobs/<id>/ for each of its own jobs, and is refused the operator pages. Every page renders in a bounded number of queries whatever the cluster's size: the
-big tables (GPUs, the queue) arrive over the sockets, and what is rendered here reads in bulk.
+quotas) and /my/jobs/<id>/ for each of its own jobs, and is refused the operator pages. Every page renders in a
+bounded number of queries whatever the cluster's size: the big tables (GPUs, the queue) arrive over the sockets, and
+what is rendered here reads in bulk.
 """
 
 from __future__ import annotations
@@ -259,12 +260,6 @@ def acknowledge_alert(request: HttpRequest, cluster_id: int, alert_id: int) -> H
     return redirect("alerts", cluster_id=cluster_id)
 
 
-def _shape(job: Job) -> str:
-    if job.nodes and job.gpus_per_node:
-        return f"{job.nodes}x{job.gpus_per_node}"
-    return str(job.gpus)
-
-
 def _leaves_of(node_ids: list[int]) -> dict[int, str]:
     """Node id -> name of the (first, by name) switch its host links go to, in one query."""
     rows = (
@@ -304,7 +299,7 @@ def job_page(request: HttpRequest, cluster_id: int, job_id: int) -> HttpResponse
         cluster,
         "queue",
         job=job,
-        shape=_shape(job),
+        shape=selectors.job_shape(job),
         events=events,
         allocations=allocations,
         placement=sorted(by_leaf.items()),
@@ -413,7 +408,8 @@ def my_page(request: HttpRequest) -> HttpResponse:
         nodes[job_id].append(host)
     pending, running = [], []
     for job in live:
-        row = {"job": job, "shape": _shape(job), "cluster": job.pool.cluster, "url": reverse("my-job", args=[job.pk])}
+        row = {"job": job, "shape": selectors.job_shape(job), "cluster": job.pool.cluster,
+               "url": reverse("my-job", args=[job.pk])}  # fmt: skip
         if job.status == JobStatus.PENDING:
             entry = None if job.held else queue.get(job.pk)
             row["position"] = entry.position if entry else None
@@ -522,7 +518,7 @@ def my_job_page(request: HttpRequest, job_id: int) -> HttpResponse:
         "job": job,
         "cluster": cluster,
         "ws": ws_paths(cluster.pk),
-        "shape": _shape(job),
+        "shape": selectors.job_shape(job),
         "events": events,
         "allocations": allocations,
         "nodes": sorted(nodes.items()),

@@ -151,11 +151,11 @@ def test_queue_has_order_reasons_running_nodes_and_links(site):
     assert pending[first.pk]["reason"] and pending[fresh.pk]["reason"] == selectors.NO_ROUND_YET
     assert pending[fresh.pk]["position"] is None
     assert pending[first.pk]["tenant"] == "tenant-b" and pending[first.pk]["priority"] == "normal"
-    assert pending[first.pk]["shape"] == "32" and pending[first.pk]["wait_s"] >= 0
+    assert pending[first.pk]["shape"] == "32 GPUs" and pending[first.pk]["wait_s"] >= 0
     assert set(pending[first.pk]) == {"id", "name", "tenant", "position", "gpus", "shape", "priority", "reason",
                                       "submitted_at", "wait_s", "start_at", "start_estimate"}  # fmt: skip
     (job,) = data["running"]
-    assert job["id"] == running.pk and job["shape"] == "2x8" and job["gpus"] == 16
+    assert job["id"] == running.pk and job["shape"] == "16 GPUs: 2 nodes x 8" and job["gpus"] == 16
     assert job["started_at"].endswith("Z") and len(job["nodes"]) == 2
     assert set(job["links"]) >= host_links_of(job["nodes"])
 

@@ -309,8 +309,8 @@ function renderJobOptions() {
   const jobs = [...S.jobs.values()].sort((a, b) => String(a.name).localeCompare(String(b.name)) || a.id - b.id);
   const options = [new Option(jobs.length ? "All traffic (no job)" : "No running jobs", "")];
   for (const j of jobs) {
-    const shape = j.shape ? ` (${j.shape})` : "";
-    options.push(new Option(`${j.name} · ${j.tenant} · ${j.gpus} GPUs${shape}`, String(j.id)));
+    const shape = j.shape || `${j.gpus} GPU${j.gpus === 1 ? "" : "s"}`; // in words: "16 GPUs: 2 nodes x 8"
+    options.push(new Option(`${j.name} · ${j.tenant} · ${shape}`, String(j.id)));
   }
   jobSelect.replaceChildren(...options);
   jobSelect.value = S.jobs.has(current) ? current : "";

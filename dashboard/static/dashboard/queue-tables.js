@@ -203,7 +203,8 @@ export function startText(job) {
   return `${when} (${START_WORDS[job.start_estimate] || job.start_estimate})`;
 }
 
+// What it asks for, in words: the server writes it (dashboard/selectors.py shape_text), e.g. "MPS, 25 % of 1 GPU".
 export function shapeText(job) {
-  if (job.shape && job.shape !== String(job.gpus)) return `${job.shape} (${job.gpus} GPUs)`;
-  return `${job.gpus ?? job.shape ?? "?"} GPU${job.gpus === 1 ? "" : "s"}`;
+  if (job.shape) return job.shape;
+  return `${job.gpus ?? "?"} GPU${job.gpus === 1 ? "" : "s"}`;
 }
