@@ -1,14 +1,16 @@
 """Fragmentation of shared (MPS) GPUs against the workload's request mix. PURE.
 
 The placement term of Weng et al., "Beware of Fragmentation: Scheduling GPU-Sharing Workloads with
-Fragmentation Gradient Descent" (USENIX ATC '23), on the engine's GPUs (no CPU: the engine does not
-schedule host resources). Units: compute percent (a GPU has 100).
+Fragmentation Gradient Descent" (USENIX ATC '23), on the engine's GPUs and, where requests ask for it and
+nodes track it, host CPU. Units: compute percent (a GPU has 100).
 
 A node's usable MPS GPUs g (healthy, on an eligible node, not held whole, by MIG or time-slicing) have
 free compute L_g and free memory M_g. A request class m of the mix asks for n_m GPUs with p_m % and
-mem_m MiB each (optionally of one GPU model), with weight w_m. g fits m when L_g >= p_m and M_g >= mem_m.
+mem_m MiB each (optionally of one GPU model) and cpu_m host milli-CPUs and hmem_m MiB of host memory on the
+node, with weight w_m. g fits m when L_g >= p_m and M_g >= mem_m.
 
-    F_n(m) = sum_g L_g                          when m cannot run on n (model, fewer than n_m fitting GPUs)
+    F_n(m) = sum_g L_g                          when m cannot run on n (model, fewer than n_m fitting GPUs,
+                                                less than cpu_m CPU or hmem_m host memory left)
            = sum of L_g over the GPUs that do not fit m      otherwise
     F_n(M) = sum_m w_m F_n(m) / sum_m w_m       (the compute a request drawn from the mix could not use)
 
@@ -20,7 +22,9 @@ Complexity. F is additive over GPUs for one-GPU classes, so a share's change on 
 (L_g, M_g) alone; for classes of whole GPUs (p_m = 100) it depends only on how many empty GPUs the node
 has. `delta_single` therefore costs O(classes) once per (GPU state, node count) and then a dict lookup: the
 placer scores one GPU per room bucket and one node per empty-GPU count, O(candidates x classes) in all.
-Classes of several partial GPUs (rare) are computed exactly from the node's GPUs.
+Classes of several partial GPUs (rare) are computed exactly from the node's GPUs. With classes that ask for
+host CPU or memory (`cpu_aware`) a placement can change which classes the node still admits, so the change is a
+function of the whole node: `node_num` (exact, memoised by the node's state) is used instead.
 
 The mix: `Snapshot.request_mix` (the adapter's decayed histogram of recent submissions) or, when it holds
 nothing for a pool, the pool's pending and running jobs of the snapshot. The heaviest classes covering
@@ -50,6 +54,8 @@ class MixClass:
     mem: int
     model: str | None  # upper case; None = any model
     weight: int
+    cpu: int = 0  # host milli-CPUs a request of the class needs on the node
+    hmem: int = 0  # host memory (MiB) it needs there
 
 
 def mix_from_jobs(jobs: Iterable[JobRequest]) -> list[RequestClass]:
@@ -58,11 +64,21 @@ def mix_from_jobs(jobs: Iterable[JobRequest]) -> list[RequestClass]:
     for j in jobs:
         if j.sharing == "exclusive":
             continue
-        k = (j.pool, j.sharing, j.gpus, j.mps_compute_pct, j.mps_memory_mib, j.mig_profile, j.gpu_model)
+        k = (
+            j.pool,
+            j.sharing,
+            j.gpus,
+            j.mps_compute_pct,
+            j.mps_memory_mib,
+            j.mig_profile,
+            j.gpu_model,
+            j.host_cpu_milli,
+            j.host_memory_mib,
+        )
         counts[k] = counts.get(k, 0) + 1
     return [
-        RequestClass(pool, sharing, gpus, pct or 0, mem or 0, mig, model, float(n))  # type: ignore[arg-type]
-        for (pool, sharing, gpus, pct, mem, mig, model), n in counts.items()
+        RequestClass(pool, sharing, gpus, pct or 0, mem or 0, mig, model, float(n), cpu, hmem)  # type: ignore[arg-type]
+        for (pool, sharing, gpus, pct, mem, mig, model, cpu, hmem), n in counts.items()
     ]
 
 
@@ -78,7 +94,7 @@ def mps_classes(
     `max_classes`; weights scaled to integers (the heaviest = WEIGHT_SCALE, none below 1).
     `prior_whole` pseudo-requests of one whole GPU join a mix that has any MPS request: while few
     requests have been seen, the term keeps whole GPUs as packing does; a large mix outweighs them."""
-    merged: dict[tuple[int, int, int, str | None], float] = {}
+    merged: dict[tuple[int, int, int, str | None, int, int], float] = {}
     for c in mix:
         if c.pool != pool or c.sharing != "mps" or c.weight <= 0 or c.gpus < 1:
             continue
@@ -86,22 +102,24 @@ def mps_classes(
         if not 1 <= pct <= 100:
             continue
         model = c.gpu_model.strip().upper() if c.gpu_model else None
-        k = (c.gpus, pct, max(0, c.mps_memory_mib), model)
+        k = (c.gpus, pct, max(0, c.mps_memory_mib), model, max(0, c.host_cpu_milli), max(0, c.host_memory_mib))
         merged[k] = merged.get(k, 0.0) + c.weight
     if not merged:
         return ()
     if prior_whole > 0:
-        k = (1, 100, 0, None)
+        k = (1, 100, 0, None, 0, 0)
         merged[k] = merged.get(k, 0.0) + prior_whole
     total = sum(merged.values())
-    ranked = sorted(merged.items(), key=lambda kv: (-kv[1], -kv[0][0], -kv[0][1], -kv[0][2], kv[0][3] or ""))
+    ranked = sorted(
+        merged.items(), key=lambda kv: (-kv[1], -kv[0][0], -kv[0][1], -kv[0][2], kv[0][3] or "", -kv[0][4], -kv[0][5])
+    )
     top = ranked[0][1]
     out: list[MixClass] = []
     cum = 0.0
-    for (gpus, pct, mem, model), w in ranked:
+    for (gpus, pct, mem, model, cpu, hmem), w in ranked:
         if cum >= coverage * total or len(out) >= max_classes:
             break
-        out.append(MixClass(gpus, pct, mem, model, max(1, round(WEIGHT_SCALE * w / top))))
+        out.append(MixClass(gpus, pct, mem, model, max(1, round(WEIGHT_SCALE * w / top)), cpu, hmem))
         cum += w
     return tuple(out)
 
@@ -112,9 +130,11 @@ class MpsFragmentation:
 
     __slots__ = (
         "_empty_memo",
+        "_node_memo",
         "_partial_memo",
         "_single_memo",
         "classes",
+        "cpu_aware",
         "denominator",
         "multi_partial",
         "multi_whole",
@@ -130,19 +150,72 @@ class MpsFragmentation:
         self._single_memo: dict[tuple, int] = {}
         self._empty_memo: dict[tuple, int] = {}
         self._partial_memo: dict[tuple, int] = {}
+        self._node_memo: dict[tuple, int] = {}
+        self.cpu_aware = any(c.cpu > 0 or c.hmem > 0 for c in self.classes)
 
     def __bool__(self) -> bool:
         return bool(self.classes)
 
     # -- exact, from a node's GPUs
 
-    def node_num(self, model: str, gpus: Sequence[tuple[int, int]]) -> int:
-        """sum_m w_m F_n(m) for a node of `model` whose usable GPUs have (free %, free MiB) `gpus`."""
+    def node_num(
+        self, model: str, gpus: Sequence[tuple[int, int]], cpu: int | None = None, hmem: int | None = None
+    ) -> int:
+        """sum_m w_m F_n(m) for a node of `model` whose usable GPUs have (free %, free MiB) `gpus`, with
+        `cpu` host milli-CPUs and `hmem` MiB of host memory left (None: not tracked, no class is refused
+        for it). Memoised."""
+        model = model.upper()
+        aware = self.cpu_aware
+        key = (model, tuple(gpus), cpu if aware else None, hmem if aware else None)
+        v = self._node_memo.get(key)
+        if v is None:
+            total = sum(L for L, _ in gpus)
+            v = _fragment(self.classes, model, gpus, total, key[2], key[3]) if total > 0 else 0
+            self._node_memo[key] = v
+        return v
+
+    def delta_node(
+        self,
+        model: str,
+        gpus: Sequence[tuple[int, int]],
+        host_b: tuple[int | None, int | None],
+        host_a: tuple[int | None, int | None],
+        pct: int,
+        mem: int,
+        idxs: Sequence[int],
+    ) -> list[int]:
+        """For each i of `idxs`: the change of `node_num` when a share (pct, mem) goes on GPU gpus[i] and the
+        node's (CPU, host memory) left goes from host_b to host_a (None: not tracked). Exact; O(classes) per
+        GPU after one pass over the node: a share changes one GPU, so each class's count of fitting GPUs and
+        sum of unfit room change by that GPU's part alone."""
         model = model.upper()
         total = sum(L for L, _ in gpus)
-        if total <= 0:
-            return 0
-        return _fragment(self.classes, model, gpus, total)
+        out = [0] * len(idxs)
+        for c in self.classes:
+            model_ok = c.model is None or c.model == model
+            runs_b = model_ok and _admits(c, *host_b)
+            runs_a = model_ok and _admits(c, *host_a)
+            cp, cm, need, w = c.pct, c.mem, c.gpus, c.weight
+            fits = 0
+            unfit = 0
+            for L, M in gpus:
+                if L >= cp and M >= cm:
+                    fits += 1
+                else:
+                    unfit += L
+            f_b = unfit if runs_b and fits >= need else total
+            for j, i in enumerate(idxs):
+                L, M = gpus[i]
+                L2, M2 = L - pct, M - mem
+                fb = L >= cp and M >= cm
+                fa = L2 >= cp and M2 >= cm
+                fits_a = fits - fb + fa
+                if runs_a and fits_a >= need:
+                    f_a = unfit - (0 if fb else L) + (0 if fa else L2)
+                else:
+                    f_a = total - pct
+                out[j] += w * (f_a - f_b)
+        return out
 
     # -- fast, one share on one GPU
 
@@ -227,12 +300,20 @@ class MpsFragmentation:
         return _fragment(self.multi_partial, model, gpus, sum(L for L, _ in gpus))
 
 
-def _fragment(classes: Sequence[MixClass], model: str, gpus: Sequence[tuple[int, int]], total: int) -> int:
+def _fragment(
+    classes: Sequence[MixClass],
+    model: str,
+    gpus: Sequence[tuple[int, int]],
+    total: int,
+    cpu: int | None = None,
+    hmem: int | None = None,
+) -> int:
     """sum over `classes` of weight x the free % a request of that class could not use: all of it when the
-    request does not fit the node (another model, too few GPUs with room), else the GPUs too small for it."""
+    request does not fit the node (another model, too little CPU left, too few GPUs with room), else the GPUs
+    too small for it."""
     f = 0
     for c in classes:
-        if c.model is not None and c.model != model:
+        if (c.model is not None and c.model != model) or not _admits(c, cpu, hmem):
             f += c.weight * total
             continue
         fits = 0
@@ -244,3 +325,8 @@ def _fragment(classes: Sequence[MixClass], model: str, gpus: Sequence[tuple[int,
                 unfit += L
         f += c.weight * (unfit if fits >= c.gpus else total)
     return f
+
+
+def _admits(c: MixClass, cpu: int | None, hmem: int | None) -> bool:
+    """The node's host CPU and memory left (None: not tracked) admit a request of class c."""
+    return (cpu is None or c.cpu <= cpu) and (hmem is None or c.hmem <= hmem)

@@ -32,7 +32,7 @@ Scores come from `costmodel` (see its docstring and docs/scheduler.md).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduler.core import reasons
@@ -48,7 +48,7 @@ from scheduler.core.costmodel import (
 )
 from scheduler.core.fragmentation import MpsFragmentation, mix_from_jobs, mps_classes
 from scheduler.core.mig import best_start, validate_profile
-from scheduler.core.state import ClusterState, GpuSlot, NodeSlot, Partition
+from scheduler.core.state import HOST_UNTRACKED, ClusterState, GpuSlot, NodeSlot, Partition
 from scheduler.core.topology import (
     LEVEL_FABRIC,
     LEVEL_ISLAND,
@@ -76,6 +76,9 @@ class JobCtx:
         "ds_name",
         "ds_net",
         "flex",
+        "hcpu",
+        "hmem",
+        "host",
         "ideal",
         "interference",
         "k",
@@ -202,6 +205,13 @@ class Placer:
         ctx.mps_mem = job.mps_memory_mib or 0
         ctx.mig_profile = job.mig_profile
         ctx.interference = P.interference.get(job.sharing, 1.0)
+        ctx.hcpu = max(0, job.host_cpu_milli)
+        ctx.hmem = max(0, job.host_memory_mib)
+        ctx.host = bool(ctx.hcpu or ctx.hmem)
+        if ctx.host:
+            parts = [p for p in parts if any(nd.host_total_fits(ctx.hcpu, ctx.hmem) for nd in p.nodes)]
+            if not parts:
+                return None, reasons.host_never_fits(ctx.hcpu, ctx.hmem, pool.name)
         capacity = sum(p.cap_total for p in parts)
         if job.sharing != "exclusive":
             if (N or 1) > 1 or n > ctx.max_G:
@@ -338,6 +348,8 @@ class Placer:
                 if not bucket:
                     continue
                 for node in bucket:
+                    if ctx.host and not node.host_fits(ctx.hcpu, ctx.hmem):
+                        continue
                     mask = self._pick_in_node(node, n, island_only)
                     if mask is None:
                         continue
@@ -460,7 +472,7 @@ class Placer:
                 warm: list[NodeSlot] = []
                 for j in range(k, G + 1):
                     for node in lst[j]:
-                        if not node.reachable:
+                        if not node.reachable or (ctx.host and not node.host_fits(ctx.hcpu, ctx.hmem)):
                             continue
                         (warm if (node.hot or node.err) else cool).append(node)
                         if len(cool) >= N - len(chosen):
@@ -492,7 +504,7 @@ class Placer:
         for j in range(G, 0, -1):
             for g in groups:
                 for node in part.gbuckets[g][j]:
-                    if not node.reachable:
+                    if not node.reachable or (ctx.host and not node.host_fits(ctx.hcpu, ctx.hmem)):
                         continue
                     if node.hot or node.err:
                         warm.append(node)
@@ -723,7 +735,91 @@ class Placer:
         # numerator -> GPUs: / (weight x 100 %); the same expression as the inline loop's, so equal changes tie
         return self.params.w_fragmentation / (frag.denominator * 100.0) * delta
 
+    def _mps_frag_host(self, ctx: JobCtx, part: Partition, frag: MpsFragmentation):
+        """One MPS share when the mix's classes ask for host CPU: a placement changes which classes the
+        node's CPU still admits, so the change depends on the whole node (`node_num`, exact). Nodes in the
+        same state (CPU left, each GPU's room and load) are one candidate: the one whose hostname sorts
+        first; inside a node, GPUs in the same state are one: the lowest position."""
+        P = self.params
+        floor = P.min_available
+        inter = ctx.interference
+        base = ctx.C / max(part.strength, 1e-6) / ctx.ideal
+        pct, mem, hcpu, hmem = ctx.mps_pct, ctx.mps_mem, ctx.hcpu, ctx.hmem
+        model = part.model.upper()
+        rank = self._rank
+        reps: dict[tuple, NodeSlot] = {}
+        for node in part.nodes:
+            if not node.eligible or not node.host_fits(hcpu, hmem):
+                continue
+            sig = node.frag_sig
+            if sig is None:
+                sig = node.frag_sig = (
+                    node.cpu_free,
+                    node.mem_free,
+                    tuple(
+                        (100 - g.mps_pct, g.memory_mib - g.mps_mem, g.util) if _mps_usable(g) else None
+                        for g in node.gpus
+                    ),
+                )
+            have = reps.get(sig)
+            if have is None or rank[node] < rank[have]:
+                reps[sig] = node
+        best_key: tuple | None = None
+        best_g: GpuSlot | None = None
+        best_frag = 0.0
+        evals = 0
+        untracked = HOST_UNTRACKED
+        w_host = P.w_host_leftover
+        for (cpu, hm, states), node in reps.items():
+            before: list[tuple[int, int]] = []
+            idxs: list[int] = []
+            where: list[tuple[int, float]] = []  # (position, utilisation) of each candidate GPU
+            seen: set[tuple] = set()
+            for pos, st_ in enumerate(states):
+                if st_ is None:
+                    continue
+                L, M, util = st_
+                if L >= pct and M >= mem and st_ not in seen:
+                    seen.add(st_)
+                    idxs.append(len(before))
+                    where.append((pos, util))
+                before.append((L, M))
+            if not idxs:
+                continue
+            cpu_b = None if cpu >= untracked else cpu
+            hm_b = None if hm >= untracked else hm
+            host_a = (None if cpu_b is None else cpu_b - hcpu, None if hm_b is None else hm_b - hmem)
+            deltas = frag.delta_node(model, before, (cpu_b, hm_b), host_a, pct, mem, idxs)
+            r = rank[node]
+            pack = 0.0
+            if w_host and (cpu_b is not None or hm_b is not None):
+                left = []
+                if cpu_b is not None:
+                    left.append((cpu_b - hcpu) / node.cpu_cap)
+                if hm_b is not None:
+                    left.append((hm_b - hmem) / node.mem_cap)
+                pack = w_host * sum(left) / len(left)
+            for (pos, util), d in zip(where, deltas, strict=True):
+                fr = self._frag_cost(frag, d) + pack
+                free = 1.0 - util * inter
+                key = (base / (free if free > floor else floor) + fr, r, pos)
+                evals += 1
+                if best_key is None or key < best_key:
+                    best_key, best_g, best_frag = key, node.gpus[pos], fr
+        self.evaluations += evals
+        if best_g is None:
+            return None
+        sh = self._share_for(ctx, part, best_g)
+        if sh is None:  # pragma: no cover - the state says it fits
+            return None
+        cand = self._eval_shared(ctx, part, [(best_g, sh)])
+        cand.score, cand.frag = cand.slowdown + best_frag, best_frag
+        assert best_key is not None
+        return (cand.score, best_key[1], best_key[2]), cand
+
     def _mps_frag_single(self, ctx: JobCtx, part: Partition, frag: MpsFragmentation):
+        if frag.cpu_aware:
+            return self._mps_frag_host(ctx, part, frag)
         P = self.params
         floor = P.min_available
         inter = ctx.interference
@@ -732,6 +828,7 @@ class Placer:
         model = part.model.upper()
         rank = self._rank
         partial = bool(frag.multi_partial)
+        host, hcpu, hmem = ctx.host, ctx.hcpu, ctx.hmem
         best_key: tuple | None = None
         best_g: GpuSlot | None = None
         best_frag = 0.0
@@ -763,7 +860,7 @@ class Placer:
         if partial:
             for r in range(pct, 100):
                 for g in buckets[r]:
-                    if g.memory_mib - g.mps_mem >= mem:
+                    if g.memory_mib - g.mps_mem >= mem and (not host or g.node.host_fits(hcpu, hmem)):
                         consider(g)
                         break
         else:  # the same, inline: the change is the GPU's alone (this loop is most of the term's cost)
@@ -772,7 +869,7 @@ class Placer:
             for r in range(pct, 100):
                 for g in buckets[r]:
                     left = g.memory_mib - g.mps_mem
-                    if left >= mem:
+                    if left >= mem and (not host or g.node.host_fits(hcpu, hmem)):
                         fr = scale * used_delta(model, pct, mem, r, left)
                         u = g.util
                         free = 1.0 - u * inter if u else 1.0
@@ -789,6 +886,8 @@ class Placer:
         if part.mps_b[100]:
             for c in range(1, part.G + 1):
                 for node in part.buckets[c]:
+                    if host and not node.host_fits(hcpu, hmem):
+                        continue
                     g = _first_empty(node, mem)
                     if g is not None:
                         score, fr = consider(g)
@@ -798,7 +897,7 @@ class Placer:
             if best_key is not None and score == best_key[0]:
                 top = best_key[1]
                 for node in part.buckets[c]:
-                    if rank[node] < top:
+                    if rank[node] < top and (not host or node.host_fits(hcpu, hmem)):
                         g = _first_empty(node, mem)
                         if g is not None:
                             consider(g, None if partial else fr)  # same count, same change (save those)
@@ -825,6 +924,8 @@ class Placer:
 
         def consider(node: NodeSlot) -> float | None:
             nonlocal best, evals
+            if ctx.host and not node.host_fits(ctx.hcpu, ctx.hmem):
+                return None
             fits = [(g, sh) for g in node.gpus if (sh := self._share_for(ctx, part, g)) is not None]
             if len(fits) < n:
                 return None
@@ -837,7 +938,11 @@ class Placer:
                 if _mps_usable(g)
                 for L, M in (_mps_free(g),)
             ]
-            d = frag.node_num(part.model, after) - frag.node_num(part.model, before)
+            cpu_b = None if node.cpu_free >= HOST_UNTRACKED else node.cpu_free
+            hm_b = None if node.mem_free >= HOST_UNTRACKED else node.mem_free
+            cpu_a = None if cpu_b is None else cpu_b - ctx.hcpu
+            hm_a = None if hm_b is None else hm_b - ctx.hmem
+            d = frag.node_num(part.model, after, cpu_a, hm_a) - frag.node_num(part.model, before, cpu_b, hm_b)
             fr = self._frag_cost(frag, d)
             cand = self._eval_shared(ctx, part, chosen)
             cand.score, cand.frag = cand.slowdown + fr, fr
@@ -847,10 +952,20 @@ class Placer:
                 best = (key, cand)
             return cand.score
 
-        if pct >= 100:
+        if frag.cpu_aware:  # the node's CPU changes the classes it admits: every node is its own case
+            for c in range(n, part.G + 1):
+                for node in list(part.buckets[c]) if pct >= 100 else ():
+                    consider(node)
+            if pct < 100:
+                for node in part.nodes:
+                    if node.eligible:
+                        consider(node)
+        elif pct >= 100:
             reps: list[tuple[float, int]] = []
             for c in range(n, part.G + 1):
                 for node in part.buckets[c]:
+                    if ctx.host and not node.host_fits(ctx.hcpu, ctx.hmem):
+                        continue
                     score = consider(node)
                     if score is not None:
                         reps.append((score, c))
@@ -906,6 +1021,15 @@ class Placer:
     def _shared_candidates(self, ctx: JobCtx, part: Partition):
         """GPUs that may take the share, best first: MPS/MIG pack (least room left first), time-slicing
         spreads (fewest replicas used first)."""
+        if ctx.host:
+            hcpu, hmem = ctx.hcpu, ctx.hmem
+            for g in self._shared_candidates_any(ctx, part):
+                if g.node.host_fits(hcpu, hmem):
+                    yield g
+            return
+        yield from self._shared_candidates_any(ctx, part)
+
+    def _shared_candidates_any(self, ctx: JobCtx, part: Partition):
         s = ctx.sharing
         if s == "mps":
             for r in range(ctx.mps_pct, 101):
@@ -957,7 +1081,7 @@ class Placer:
         best: Candidate | None = None
         evals = 0
         for node in part.nodes:
-            if not node.eligible:
+            if not node.eligible or (ctx.host and not node.host_fits(ctx.hcpu, ctx.hmem)):
                 continue
             fits = [(g, sh) for g in node.gpus if (sh := self._share_for(ctx, part, g)) is not None]
             if len(fits) < ctx.n:
@@ -1024,6 +1148,12 @@ class Placer:
                 for g in node.gpus:
                     if g.bit & mask:
                         held.append((g, Share(g.id, "whole", 100, g.memory_mib)))
+        if ctx.host:
+            on: set[str] = set()
+            for i, (g, sh) in enumerate(held):
+                if g.node.name not in on:
+                    on.add(g.node.name)
+                    held[i] = (g, replace(sh, host_cpu_milli=ctx.hcpu, host_memory_mib=ctx.hmem))
         for g, sh in held:
             st.hold(g, sh)
             shares.append(sh)
@@ -1101,6 +1231,10 @@ class Placer:
         pool = ctx.pool_name
         parts = ctx.parts
         n = ctx.n
+        if ctx.host:
+            room = self._gpu_room_nodes(ctx)
+            if room and not any(nd.host_fits(ctx.hcpu, ctx.hmem) for nd in room):
+                return reasons.host_block(ctx.hcpu, ctx.hmem, pool, len(room))
         if ctx.sharing == "mps":
             return (
                 reasons.mps_full(ctx.mps_pct, ctx.mps_mem, pool) if n == 1 else reasons.shared_node_full(n, "MPS", pool)
@@ -1163,6 +1297,21 @@ class Placer:
         if free >= n:
             return reasons.unreachable_nodes(n, pool)
         return reasons.total_free(n, free, pool)
+
+    def _gpu_room_nodes(self, ctx: JobCtx) -> list[NodeSlot]:
+        """Nodes with room for the job's GPUs on one node (its per-node part), host resources aside."""
+        per = ctx.k or (ctx.n if ctx.single else 1)
+        out = []
+        for part in ctx.parts:
+            for node in part.nodes:
+                if not node.eligible:
+                    continue
+                if ctx.sharing == "exclusive":
+                    if node.n_free >= per:
+                        out.append(node)
+                elif sum(1 for g in node.gpus if self._share_for(ctx, part, g) is not None) >= per:
+                    out.append(node)
+        return out
 
 
 class RingLoad:

@@ -174,6 +174,27 @@ def unreachable_nodes(n: int, pool: str) -> str:
     return f"needs {gpus(n)} on several nodes; too few nodes in pool '{pool}' are on the fabric"
 
 
+def _host(cpu_milli: int, memory_mib: int) -> str:
+    parts = []
+    if cpu_milli:
+        parts.append(f"{cpu_milli / 1000:g} CPUs")
+    if memory_mib:
+        parts.append(f"{memory_mib} MiB of host memory")
+    return " and ".join(parts)
+
+
+def host_never_fits(cpu_milli: int, memory_mib: int, pool: str) -> str:
+    return f"needs {_host(cpu_milli, memory_mib)} on each node; no node in pool '{pool}' has that much in all"
+
+
+def host_block(cpu_milli: int, memory_mib: int, pool: str, gpu_room: int) -> str:
+    nodes, have = ("node", "has") if gpu_room == 1 else ("nodes", "have")
+    return (
+        f"needs {_host(cpu_milli, memory_mib)} on each node; the {gpu_room} {nodes} of pool '{pool}' with room "
+        f"for its GPUs {have} too little of it left"
+    )
+
+
 def mps_full(pct: int, memory_mib: int, pool: str) -> str:
     return f"needs {pct}% compute and {memory_mib} MiB on one GPU (MPS); no GPU in pool '{pool}' has that much left"
 

@@ -11,6 +11,8 @@ Built once per round from a Snapshot (`ClusterState(snapshot, topology)`), then 
   mask over its GPUs; NVLink islands are masks too.
 * Shared capacity: MPS GPUs bucketed by compute percentage left, MIG GPUs per profile bucketed by free
   memory slices, time-sliced GPUs by replicas used.
+* Host resources: per node the CPU and memory left (`cpu_free`, `mem_free`) for jobs that ask for them;
+  a job's amounts ride on one of its shares per node (`Share.host_cpu_milli`), so hold/release move them.
 * Live network: per node the bandwidth its HCA links have left (GB/s), per leaf group and pod the
   effective oversubscription of their uplinks, hot/erroring flags (see costmodel).
 
@@ -20,6 +22,7 @@ reservations) and undo it exactly.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from scheduler.core import mig as miglib
@@ -33,6 +36,8 @@ from scheduler.core.topology import (
     Topology,
 )
 from scheduler.core.types import Config, PoolState, RunningJob, Share, Snapshot
+
+HOST_UNTRACKED = 1 << 60  # CPU / memory left on a node that does not track it
 
 
 class GpuSlot:
@@ -94,13 +99,18 @@ class NodeSlot:
     __slots__ = (
         "G",
         "all_mask",
+        "cpu_cap",
+        "cpu_free",
         "eligible",
         "err",
+        "frag_sig",
         "free_mask",
         "gpus",
         "group",
         "hot",
         "islands",
+        "mem_cap",
+        "mem_free",
         "n_free",
         "name",
         "net_gbs",
@@ -152,6 +162,25 @@ class NodeSlot:
         self.err = False
         self.reachable = False
         self.off_fabric = False
+        # Host CPU / memory left for jobs that ask for them; a node that does not track one never runs out.
+        self.frag_sig: tuple | None = None  # the placer's cache of its state for the fragmentation term
+        self.cpu_cap = self.cpu_free = ns.cpu_milli if ns.cpu_milli > 0 else HOST_UNTRACKED
+        self.mem_cap = self.mem_free = ns.memory_mib if ns.memory_mib > 0 else HOST_UNTRACKED
+
+    def host_fits(self, cpu_milli: int, memory_mib: int) -> bool:
+        """The node has this much host CPU and memory left now."""
+        return self.cpu_free >= cpu_milli and self.mem_free >= memory_mib
+
+    def take_host(self, cpu_milli: int, memory_mib: int) -> None:
+        """Hold (negative: give back) host CPU and memory; an untracked one stays untracked."""
+        if self.cpu_cap < HOST_UNTRACKED:
+            self.cpu_free -= cpu_milli
+        if self.mem_cap < HOST_UNTRACKED:
+            self.mem_free -= memory_mib
+
+    def host_total_fits(self, cpu_milli: int, memory_mib: int) -> bool:
+        """The node has this much host CPU and memory in all (it could ever run the job)."""
+        return self.cpu_cap >= cpu_milli and self.mem_cap >= memory_mib
 
     def island_count(self, mask: int) -> int:
         return sum(1 for im in self.islands if im & mask)
@@ -329,10 +358,17 @@ class ClusterState:
             jid = rj.request.id
             self.running[jid] = rj
             held: list[tuple[GpuSlot, Share]] = []
+            hcpu, hmem = rj.request.host_cpu_milli, rj.request.host_memory_mib
+            host_on: set[str] = set()
             for sh in rj.shares:
                 g = self.gpus.get(sh.gpu_id)
                 if g is None:
                     continue
+                if (hcpu or hmem) and g.node.name not in host_on:
+                    # Occupancy comes from GpuState; the host part is counted here, once per node.
+                    host_on.add(g.node.name)
+                    sh = replace(sh, host_cpu_milli=hcpu, host_memory_mib=hmem)
+                    g.node.take_host(hcpu, hmem)
                 held.append((g, sh))
                 self.jobs_on_node.setdefault(g.node.name, set()).add(jid)
                 if sh.kind == "timeslice" and sh.replica is not None:
@@ -513,6 +549,9 @@ class ClusterState:
                 g.ts_key = key
 
     def hold(self, g: GpuSlot, sh: Share) -> None:
+        g.node.frag_sig = None
+        if sh.host_cpu_milli or sh.host_memory_mib:
+            g.node.take_host(sh.host_cpu_milli, sh.host_memory_mib)
         kind = sh.kind
         if kind == "whole":
             g.excl += 1
@@ -532,6 +571,9 @@ class ClusterState:
         self._refresh(g)
 
     def release(self, g: GpuSlot, sh: Share) -> None:
+        g.node.frag_sig = None
+        if sh.host_cpu_milli or sh.host_memory_mib:
+            g.node.take_host(-sh.host_cpu_milli, -sh.host_memory_mib)
         kind = sh.kind
         if kind == "whole":
             g.excl = max(0, g.excl - 1)
@@ -551,6 +593,13 @@ class ClusterState:
         if self.journal_log is not None:
             self.journal_log.append((False, g, sh))
         self._refresh(g)
+
+    def hold_host(self, hostname: str, cpu_milli: int, memory_mib: int) -> None:
+        """Host CPU and memory taken on a node by work that holds no GPU (a replay's CPU-only pods): not
+        journaled, not released by any job."""
+        node = self.nodes[hostname]
+        node.frag_sig = None
+        node.take_host(cpu_milli, memory_mib)
 
     def share_fits(self, g: GpuSlot, sh: Share) -> bool:
         """True when exactly this share could be held on g now (health, mode, room, MIG slices)."""

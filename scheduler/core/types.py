@@ -84,6 +84,10 @@ class NodeState:
     nvlink_islands: tuple[tuple[int, ...], ...] | list[tuple[int, ...]] = ()
     hca_gbps: float = 0.0  # total injection bandwidth of the node's HCAs, Gb/s (used when the fabric lacks the host)
     up: bool = True  # False: the node is down; jobs on it are requeued (a drained node that is up keeps its jobs)
+    # Host resources jobs may ask for (Kubernetes' allocatable, Slurm's CPUs / RealMemory): milli-CPUs and
+    # MiB in all, what running jobs hold is subtracted by the engine. 0 = not tracked: never a constraint.
+    cpu_milli: int = 0
+    memory_mib: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +144,10 @@ class JobRequest:
     step_compute_s: float | None = None  # compute seconds per step on an idle reference GPU
     io_bytes_per_step: float | None = None  # dataset bytes read per step (data-intensive)
     name: str = ""
+    # Host CPU (milli-CPUs) and host memory (MiB) the job needs on each node it runs on (Slurm's --mem is
+    # per node; a Kubernetes pod is one node): 0 = none asked. Checked only on nodes that track them.
+    host_cpu_milli: int = 0
+    host_memory_mib: int = 0
     # Its last preemption, as recorded when it was applied (docs/scheduler.md, "No thrashing"): while the
     # job it was preempted for waits, it is not placed (or moved) back onto those GPUs, and that job has
     # first call on them.
@@ -161,6 +169,8 @@ class RequestClass:
     mig_profile: str | None = None
     gpu_model: str | None = None
     weight: float = 1.0
+    host_cpu_milli: int = 0  # per node, as JobRequest.host_cpu_milli
+    host_memory_mib: int = 0  # per node, as JobRequest.host_memory_mib
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +184,11 @@ class Share:
     mig_profile: str | None = None
     mig_start: int | None = None
     replica: int | None = None
+    # The job's host CPU and memory on this GPU's node, carried by one share per node (the engine's
+    # ClusterState.hold/release count them there), so everything that holds and releases shares
+    # (journals, backfill, preemption trials) moves them too.
+    host_cpu_milli: int = 0
+    host_memory_mib: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +254,9 @@ class CostParams:
     # scheduler/core/fragmentation.py): stranding one GPU's worth for the typical request costs as much as
     # a step 10 % slower. Replaces w_leftover for MPS when the pool has a mix.
     w_fragmentation: float = 0.1
+    # x the share of the node's host CPU and memory (mean of the two) a job asking for them leaves free:
+    # best fit on host resources, so nodes with much CPU and memory left stay whole for large requests.
+    w_host_leftover: float = 0.02
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,14 +45,18 @@ Policies (each sees the same arrivals and the same CPU / memory / GPU-model chec
   GPU's memory; a whole GPU becomes a 100 % share with all its memory, so nothing else fits beside it:
   exclusive in effect (the engine ties the sharing mode to the pool and a node is in one pool, so
   "exclusive" and "mps" GPUs cannot be mixed on a node); several whole GPUs are an MPS job of num_gpu
-  GPUs on one node. The engine knows no CPU or host memory: a node without the CPU or memory (or of a
-  GPU model the pod does not accept) is masked for the pod by holding its GPUs (`ClusterState.hold`)
-  and searched again; masks are lifted as soon as a later pod fits there. CPU-only pods (no GPU: the
-  engine does not place those) go to the node with the fewest unallocated GPUs that has the CPU and
-  memory (then the least CPU left), so they strand as few GPUs as possible.
+  GPUs on one node. A pod's CPU and memory are the job's host request (`JobRequest.host_cpu_milli`,
+  `host_memory_mib`) on nodes that track them (`NodeState.cpu_milli`, `memory_mib`, from the node list),
+  so the engine itself refuses a node without them. A node of a GPU model the pod does not accept (a
+  list of several models, which a job cannot name) is masked for the pod by holding its GPUs
+  (`ClusterState.hold`) and searched again; masks are lifted as soon as a later pod fits there. CPU-only
+  pods (no GPU: the engine does not place those) go to the node with the fewest unallocated GPUs that
+  has the CPU and memory (then the least CPU left), so they strand as few GPUs as possible; their CPU and
+  memory are taken from the engine's node too (`ClusterState.hold_host`).
   The engine's fragmentation term (`scheduler.core.fragmentation`) sees the request mix a production
-  snapshot would carry: the GPU pods arrived so far (the one being placed included), handed to the
-  placer at every arrival as every round reads its snapshot's; never a pod still to come.
+  snapshot would carry: the GPU pods arrived so far (the one being placed included, each class with its
+  CPU), handed to the placer at every arrival as every round reads its snapshot's; never a pod still to
+  come.
 """
 
 from __future__ import annotations
@@ -96,8 +100,9 @@ DEFAULT_GPU_MEMORY_MIB = 16384
 ENGINE_MAPPING = (
     "one MPS pool of all nodes; gpu_milli -> MPS ceil(gpu_milli/10) % compute and that fraction of GPU "
     "memory; a whole GPU -> a 100 % share with all its memory (exclusive in effect); num_gpu > 1 -> an MPS "
-    "job of num_gpu GPUs on one node; CPU, host memory and gpu_spec checked from the node list by masking "
-    "nodes; request mix of the fragmentation term = the GPU pods arrived so far; CPU-only pods (not engine "
+    "job of num_gpu GPUs on one node; cpu_milli / memory_mib -> the job's host request on nodes that track "
+    "the node list's CPU and memory; a list of several gpu_spec models checked by masking nodes; request mix "
+    "of the fragmentation term = the GPU pods arrived so far (with their CPU); CPU-only pods (not engine "
     "jobs) -> the node with the fewest free GPUs that has the CPU and memory"
 )
 
@@ -435,7 +440,9 @@ class EnginePolicy:
                 self.gpu_at[gid] = (i, j)
                 ids.append(gid)
             self.node_gpu_ids.append(ids)
-            node_states.append(NodeState(hostname=n.name, gpus=tuple(gpus)))
+            node_states.append(
+                NodeState(hostname=n.name, gpus=tuple(gpus), cpu_milli=n.cpu_milli, memory_mib=n.memory_mib)
+            )
         self.node_of = {n.name: i for i, n in enumerate(nodes)}
         pool = PoolState(id=1, name="openb", sharing="mps", hostnames=frozenset(n.name for n in nodes if n.gpus))
         fabric = Fabric()
@@ -447,13 +454,13 @@ class EnginePolicy:
         self.masked: set[int] = set()
         self.ctx_cache: dict[tuple, Any] = {}
         self.next_id = 0
-        self.masks = 0  # nodes masked for CPU / memory / model, in all
+        self.masks = 0  # nodes masked for a GPU model list, in all
         # The request mix the engine's fragmentation term sees: every GPU pod arrived so far (the one
         # being placed included: it is pending in its own round), as a production snapshot's histogram of
         # recent submissions would hold it; nothing about pods still to come.
         self.mix: dict[tuple, int] = {}
 
-    # -- masking nodes the engine cannot judge (CPU, host memory, GPU model list)
+    # -- masking nodes the engine cannot judge (a list of GPU models)
 
     def _mask(self, i: int) -> None:
         st = self.state
@@ -483,6 +490,8 @@ class EnginePolicy:
             gpu_model=models[0] if len(models) == 1 else None,
             workload="training" if pod.num_gpu > 1 else "inference",
             name=pod.name,
+            host_cpu_milli=pod.cpu_milli,
+            host_memory_mib=pod.memory_mib,
         )
 
     def place(self, pod: AlibabaPod) -> Choice | None:
@@ -498,7 +507,7 @@ class EnginePolicy:
         # fits the GPU it lands on.
         mem = self._mps_memory(pct, job.gpu_model)
         job = replace(job, mps_memory_mib=mem)
-        key = (job.gpus, pct, mem, job.gpu_model)
+        key = (job.gpus, pct, mem, job.gpu_model, pod.cpu_milli, pod.memory_mib)
         self._arrive(key)
         ctx = self.ctx_cache.get(key)
         if ctx is None:
@@ -527,8 +536,18 @@ class EnginePolicy:
         """Count the pod's request class and hand the mix to the placer (as a round reads its snapshot's)."""
         self.mix[key] = self.mix.get(key, 0) + 1
         self.placer.use_request_mix(
-            RequestClass(pool=1, sharing="mps", gpus=g, mps_compute_pct=p, mps_memory_mib=m, gpu_model=mo, weight=w)
-            for (g, p, m, mo), w in self.mix.items()
+            RequestClass(
+                pool=1,
+                sharing="mps",
+                gpus=g,
+                mps_compute_pct=p,
+                mps_memory_mib=m,
+                gpu_model=mo,
+                weight=w,
+                host_cpu_milli=cpu,
+                host_memory_mib=hm,
+            )
+            for (g, p, m, mo, cpu, hm), w in self.mix.items()
         )
 
     def _mps_memory(self, pct: int, model: str | None) -> int:
@@ -547,7 +566,10 @@ class EnginePolicy:
             cand = (sum(key[3]), key[1] - pod.cpu_milli, min(group))
             if best is None or cand < best:
                 best = cand
-        return None if best is None else (best[2], [])
+        if best is None:
+            return None
+        self.state.hold_host(self.c.names[best[2]], pod.cpu_milli, pod.memory_mib)
+        return best[2], []
 
 
 def make_policy(name: str, cluster: Cluster, nodes: Sequence[AlibabaNode]):

@@ -33,11 +33,15 @@ def test_the_mix_is_the_gpu_pods_arrived_so_far():
     nodes = [node("n0"), node("n1", gpus=4, model="G2")]
     pods = [pod("a", 500), pod("b", 500), pod("w", 1000, num=2), pod("cpu", 0, num=0), pod("c", 250)]
     pol, _ = play(nodes, pods[:2])
-    # T4 memory 16384 MiB: 50 % -> 8192 MiB (class: GPUs, %, MiB, model).
-    assert pol.mix == {(1, 50, 8192, None): 2}
+    # T4 memory 16384 MiB: 50 % -> 8192 MiB (class: GPUs, %, MiB, model, host CPU, host MiB).
+    assert pol.mix == {(1, 50, 8192, None, 1000, 1024): 2}
     pol, _ = play(nodes, pods)
     # The CPU-only pod is no engine request; 25 % -> 4096 MiB, whole GPUs -> all 16384.
-    assert pol.mix == {(1, 50, 8192, None): 2, (2, 100, 16384, None): 1, (1, 25, 4096, None): 1}
+    assert pol.mix == {
+        (1, 50, 8192, None, 1000, 1024): 2,
+        (2, 100, 16384, None, 1000, 1024): 1,
+        (1, 25, 4096, None, 1000, 1024): 1,
+    }
 
 
 def test_no_choice_depends_on_a_pod_still_to_come():

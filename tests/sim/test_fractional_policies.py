@@ -126,15 +126,43 @@ def test_default_places_with_the_engine_and_mirrors_its_shares():
     assert cluster.gpu == [[0, 1000], [0, 0, 1000, 1000]]
 
 
-def test_default_masks_nodes_without_cpu_and_lifts_the_mask_later():
-    nodes = [node("n0-lean", cpu=2000), node("n1-fat", cpu=64000)]  # equal for the engine: n0 sorts first
+def test_default_engine_refuses_a_node_without_the_pods_cpu():
+    nodes = [node("n0-lean", cpu=2000), node("n1-fat", cpu=64000)]  # equal GPUs: n0 sorts first
     cluster = Cluster(nodes, FragMeter([]))
     pol = EnginePolicy(cluster, nodes)
     heavy = pod("heavy", 500, cpu=8000)
     i, _ = pol.place(heavy)
     cluster.assign(i, heavy, [(0, 500)])
-    assert i == 1 and pol.masked == {0}
+    # The engine itself knows the node's 2 CPUs: no mask was needed.
+    assert i == 1 and pol.masked == set() and pol.masks == 0
     light = pod("light", 1000, num=2, cpu=1000)
+    i, shares = pol.place(light)
+    assert i == 0 and len(shares) == 2
+
+
+def test_default_engine_holds_the_pods_cpu_on_its_node():
+    nodes = [node("n0", cpu=10000), node("n1", cpu=10000)]
+    cluster = Cluster(nodes, FragMeter([]))
+    pol = EnginePolicy(cluster, nodes)
+    first = pod("first", 300, cpu=6000)
+    i, shares = pol.place(first)
+    cluster.assign(i, first, shares)
+    # 10 - 6 = 4 CPUs left there: a second 6-CPU pod must go to the other node, though its GPU has room.
+    second = pod("second", 300, cpu=6000)
+    j, _ = pol.place(second)
+    assert j != i
+    assert pol.state.nodes[nodes[i].name].cpu_free == 4000
+
+
+def test_default_masks_nodes_of_a_model_the_pod_does_not_list_and_lifts_the_mask_later():
+    nodes = [node("n0", model="T4"), node("n1", model="A10")]  # n0 sorts first
+    cluster = Cluster(nodes, FragMeter([]))
+    pol = EnginePolicy(cluster, nodes)
+    picky = pod("picky", 500, spec=("A10", "V100M16"))  # two models: the job cannot name them
+    i, shares = pol.place(picky)
+    cluster.assign(i, picky, shares)
+    assert i == 1 and pol.masked == {0}
+    light = pod("light", 1000, num=2)
     i, shares = pol.place(light)
     assert i == 0 and len(shares) == 2 and pol.masked == set()
 
