@@ -40,7 +40,9 @@ Behaviour, beyond what the line grammar says:
   "Hostname: ..."). A line the tools print on stderr (`ibwarn: [1234] ...`, `src/query_smp.c:195;
   ... bad status 110; ...`, `<tool>: iberror: ...`) is a warning with its line number; the block
   around it is read on. Any other line is an error ("unrecognised line").
-* Port lines may end with the -f details ("s=4 w=2 v=3 e=1") and Xsigo's "slot N" / "(scp)".
+* Port lines may end with the -f details ("s=4 w=2 v=3 e=1") and Xsigo's "slot N" / "(scp)", and may carry
+  ibdiagnet's port label after the port number (ibdiagnet2.ibnetdiscover: "[1](1/1/1)" on a Quantum-2 switch,
+  "[1](1/1/1/1)" in split mode, "[1](B9D0F0/0/0/1)(portguid)" on a CA): read, not stored.
 * Switch names: Mellanox managed switches describe themselves as "MF0;<name>:<model>/<slot>",
   giving name "ib5" and model "SX6036"; other descriptions give the stripped description as name
   (or the GUID when the description is empty). Names are not guaranteed unique.
@@ -103,13 +105,21 @@ _RATE_TAIL = (
     r"\s+lid\s+(?P<plid>\d+)\s+(?P<rate>\S+)(?:\s+s=\d+\s+w=\d+\s+v=\d+(?:\s+e=\d+)?)?"
     r"(?:\s+slot\s+\d+|\s+\(scp\))?\s*$"
 )
+# ibdiagnet's copy of the topology (ibdiagnet2.ibnetdiscover) labels each port after its number: a switch port
+# "[1](1/1/1)" (Quantum-2: ASIC/cage/port, split mode ASIC/cage/port/split; Quantum: port[/split]), a CA port
+# "[1](1)(portguid)" or "[1](B9D0F0/0/0/1)(portguid)" (its PCI function). Read, not stored. On a CA line the port
+# GUID's parentheses follow it, so a lone "(portguid)" is never taken for a label.
+_LABEL = r"(?:\((?P<label>[0-9A-Za-z]+(?:/[0-9A-Za-z]+)*)\))?"
 # Switch blocks: `[p]  "H-guid"[q](portguid)  # "peer desc" lid L 4xQDR`
 _PORT_FROM_SWITCH = re.compile(
-    r"^\[(?P<port>\d+)\](?:\[ext\s+\d+\])?" + _PEER + r'\s*\#\s*"(?P<pdesc>.*)"' + _RATE_TAIL, re.VERBOSE
+    r"^\[(?P<port>\d+)\]" + _LABEL + r"(?:\[ext\s+\d+\])?" + _PEER + r'\s*\#\s*"(?P<pdesc>.*)"' + _RATE_TAIL,
+    re.VERBOSE,
 )
 # Ca/Rt blocks: `[p](portguid)  "S-guid"[q]  # lid L lmc 0 "peer desc" lid L2 4xQDR`
 _PORT_FROM_CA = re.compile(
-    r"^\[(?P<port>\d+)\]\s*\((?P<oguid>[^)]*)\)"
+    r"^\[(?P<port>\d+)\]"
+    + _LABEL
+    + r"\s*\((?P<oguid>[^)]*)\)"
     + _PEER
     + r'\s*\#\s*lid\s+(?P<olid>\d+)\s+lmc\s+\d+\s+"(?P<pdesc>.*)"'
     + _RATE_TAIL,

@@ -27,8 +27,10 @@ Behaviour, beyond the grammar:
 * Ports with no peer are down or unconnected: they go to `down_ports` (width, speed as printed).
   A width of "??" (unknown) is accepted there only, as width 0.
 * Descriptions are kept exactly as printed (`' 5FB0406-spine-IB02 '` keeps its spaces); the
-  switch name is the stripped description. CA descriptions give hostname and device as in the
-  default format; "Aggregation Node" CAs are SHARP aggregation nodes (kind "aggregation").
+  switch name is the stripped description, or for a Mellanox managed switch its name and model as the
+  default format reads them ("MF0;js01ib2:SX60XX/U1": js01ib2, SX60XX). CA descriptions give hostname
+  and device as in the default format; "Aggregation Node" CAs are SHARP aggregation nodes (kind
+  "aggregation").
 * An unconnected port's description may be unquoted (older infiniband-diags).
 * Warnings (with line numbers): a stderr line of the tools (see ibnetdiscover.py), a line that
   contradicts an earlier one (skipped, the first claim kept), the two ends of a cable printing
@@ -58,6 +60,7 @@ from ._common import (
     parse_guid,
     parse_link_rate,
 )
+from .ibnetdiscover import switch_name_and_model
 from .types import ParsedCA, ParsedFabric, ParsedSwitch, ParseError
 
 _END = r"(?P<{0}type>\S+)\s+(?P<{0}lid>\d+)\s+(?P<{0}port>\d+)\s+(?P<{0}guid>\S+)"
@@ -186,12 +189,16 @@ def _describer(nodes: dict[str, _Node]) -> Callable[[str], str]:
 
 
 def _switch(node: _Node) -> ParsedSwitch:
+    # Named as the default format names it ("MF0;js01ib2:SX60XX/U1" -> js01ib2, model SX60XX), so importing one
+    # fabric in either format gives its switches the same names.
+    name, model = switch_name_and_model(node.description)
     return ParsedSwitch(
         guid=node.guid,
-        name=node.description.strip() or node.guid,
+        name=name or node.guid,
         description=node.description,
         port_count=0,
         lid=node.lid,
+        model=model,
     )
 
 

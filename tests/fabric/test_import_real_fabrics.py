@@ -18,6 +18,7 @@ FIXTURES = Path(__file__).parent.parent / "fixtures"
 X5 = (FIXTURES / "ibnetdiscover_psmn_x5_unnamed_hcas.topo").read_text()
 LOOPS = (FIXTURES / "ibnetdiscover_nvidia_switchib_loopbacks.topo").read_text()
 MANPAGE = (FIXTURES / "ibnetdiscover_manpage_example.topo").read_text()
+NDR = (FIXTURES / "ibnetdiscover_topograph_ndr_dgx.topo").read_text()
 GLUSTER1 = "0002c90300080e84"  # X5's HCA that X5.map calls r510gluster1; sysimgguid 0x2c90300080e87
 GLUSTER1_PLACEHOLDER = "unnamed-0002c90300080e87"
 
@@ -187,3 +188,27 @@ def test_aggregation_node_is_no_host_no_spof_victim():
     assert report.counts.hosts == 1
     victims = {h for spof in report.spof.switches for h in spof.hosts}
     assert victims == {"gpu01"}
+
+
+# --- the NDR DGX fabric (NVIDIA topograph's example.out; hand counts in tests/importers/test_real_fabrics.py) ------
+
+
+def test_ndr_dgx_fabric_imports_its_unnamed_hcas_and_aggregation_nodes():
+    summary = load(NDR, "ndr")  # before issue 13: IntegrityError on host_hca_has_node at the first default CA
+    keys = ("switches", "hosts", "unnamed_hosts", "cas", "links", "loopbacks", "degraded_links")
+    assert tuple(summary[k] for k in keys) == (40, 193, 72, 582, 1114, 0, 0)
+    cluster = Cluster.objects.get(name="ndr")
+    assert (cluster.nodes.count(), cluster.nodes.filter(unnamed=True).count()) == (193, 72)
+    assert cluster.hcas.filter(kind=CaKind.AGGREGATION, node__isnull=True).count() == 40
+
+
+def test_ndr_dgx_report_31_leaves_9_spines_and_only_the_single_hca_placeholders_hang_on_one_leaf():
+    load(NDR, "ndr")
+    report = analyse(fabric_for_cluster(Cluster.objects.get(name="ndr")))
+    assert report.counts.hosts == 193
+    assert {k: v for k, v in report.counts.switches_by_tier.items() if v} == {"leaf": 31, "spine": 9}
+    # Every named host has each HCA on another leaf (awk: 109 hosts on 4 leaves, 10 on 3, 2 on 2); each of the
+    # 72 unnamed HCAs is a system of its own on one of 19 leaves: those are the SPOF victims, and only those.
+    victims = [h for spof in report.spof.switches for h in spof.hosts]
+    assert len(victims) == len(set(victims)) == 72 and all(h.startswith("unnamed-") for h in victims)
+    assert len([spof for spof in report.spof.switches if spof.hosts]) == 19

@@ -28,8 +28,12 @@ SAMPLES: dict[str, list[str]] = {
         "ibnetdiscover_nvidia_switchib_loopbacks.topo",
         "ibnetdiscover_ibm_sdr_2host.topo",
         "ibnetdiscover_oracle_sun_dcs36.topo",
+        "ibnetdiscover_topograph_gb200_lone_ca.topo",
     ],
-    "ibnetdiscover-ports": [f"ibnetdiscover_ports_test{n}.out" for n in ("", "2", "3")],
+    "ibnetdiscover-ports": [
+        *(f"ibnetdiscover_ports_test{n}.out" for n in ("", "2", "3")),
+        "ibnetdiscover_ports_ncar_docstring.out",
+    ],
     "spec": [str(ROOT / "docs" / "examples" / "small-cluster.yaml")],
     "nvidia-topo": ["nvidia_smi_topo_m_dgx_a100.txt", "nvidia_smi_topo_mp_dgx1_v100.txt"],
     "perfquery": [

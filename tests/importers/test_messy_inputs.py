@@ -260,6 +260,20 @@ def test_quantum2_split_ports_past_the_cage_count_at_2x_ndr() -> None:
         parse_ibnetdiscover(text.replace("[128]", "[130]"))
 
 
+def test_ibdiagnet_split_mode_labels_on_a_129_port_quantum2() -> None:
+    # ibdiagnet2.ibnetdiscover labels a Quantum-2 port in split mode ASIC/cage/port/split: port 128 is 1/32/2/2.
+    q2, host = "0002c90200aa0002", "00000000000000a1"
+    text = topo(
+        switch(q2, 129, "MF0;q2:MQM9700/U1", f'[128](1/32/2/2) "H-{host}"[1]({host}) # "gpu01 mlx5_0" lid 7 2xNDR'),
+        ca(host, "gpu01 mlx5_0", f'[1](B9D0F0/0/0/1)({host}) "S-{q2}"[128] # lid 7 lmc 0 "q2" lid 1 2xNDR'),
+    )
+    fabric = parse_ibnetdiscover(text)
+    assert [(link.a.port, link.b.port, link.width, link.speed) for link in fabric.links] == [(128, 1, 2, "NDR")]
+    assert fabric.cas[0].port_guids == {1: host}
+    with pytest.raises(ParseError, match="malformed port line"):  # a label holds no spaces
+        parse_ibnetdiscover(text.replace("(1/32/2/2)", "(1/32 /2/2)"))
+
+
 def test_router_block_at_1x_xdr() -> None:
     # After zypgithub/sonic-mgmt's quoted Q3400 router sample: Rt 8 "R-..." # "MF0;mamba-2132:Q3400_RA/U2/RT".
     rt, q3 = "b8e924030000b928", "0002c90200aa0003"

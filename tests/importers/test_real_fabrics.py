@@ -27,6 +27,9 @@ SUN = FIXTURES / "ibnetdiscover_oracle_sun_dcs36.topo"
 X5 = FIXTURES / "ibnetdiscover_psmn_x5_unnamed_hcas.topo"
 X5_MAP = FIXTURES / "ibnetdiscover_psmn_x5.map"
 PORTS3 = FIXTURES / "ibnetdiscover_ports_test3.out"
+NDR = FIXTURES / "ibnetdiscover_topograph_ndr_dgx.topo"
+GB200 = FIXTURES / "ibnetdiscover_topograph_gb200_lone_ca.topo"
+NCAR = FIXTURES / "ibnetdiscover_ports_ncar_docstring.out"
 
 
 def parse(path: Path) -> ParsedFabric:
@@ -226,6 +229,114 @@ def test_ports_report_with_an_unquoted_description() -> None:
     assert fabric.links == []
 
 
+# --- NVIDIA topograph's example.out: an NDR DGX H100 fabric of 40 Quantum-2 switches --------------------
+# The fabric issue 13 describes (40 switches, 582 CAs, 69 firmware-default). Counted with grep/awk:
+# 40 "Switch\t65" blocks, every description "MF0;<name>:MQM9701/U1": 31 named *-IBLEAF-*, 9 *-IBSPINE-*.
+# 582 Ca blocks: 40 "Mellanox Technologies Aggregation Node" (each on port [65] of its own switch, the port
+# past the 64 NDR ports), 542 host HCAs: 69 "MT4129 ConnectX7   Mellanox Technologies" (the firmware default)
+# and 3 "localhost HCA-n" name no host; the other 470 name 121 hosts (109 with 4 HCAs, 10 with 3, 2 with 2).
+# Each of the 72 unnamed has a sysimgguid line of its own, none shared with a named HCA: 72 unnamed systems.
+# 2228 port lines, all "4xNDR", every cable printed from both ends: 1114 cables; no self-cable.
+# Host ports per switch: the 9 spines carry none; the 31 leaves carry hosts.
+
+
+@pytest.fixture(scope="module")
+def ndr() -> ParsedFabric:
+    return parse(NDR)
+
+
+def test_ndr_dgx_counts(ndr: ParsedFabric) -> None:
+    assert (len(ndr.switches), len(ndr.cas), len(ndr.links)) == (40, 582, 1114)
+
+
+def test_ndr_dgx_switches_are_65_port_mqm9701(ndr: ParsedFabric) -> None:
+    assert {(s.port_count, s.model) for s in ndr.switches} == {(65, "MQM9701")}
+    assert sum("IBLEAF" in s.name for s in ndr.switches) == 31
+    assert sum("IBSPINE" in s.name for s in ndr.switches) == 9
+
+
+def test_ndr_dgx_aggregation_nodes_hang_off_port_65_one_per_switch(ndr: ParsedFabric) -> None:
+    aggregation = {ca.guid for ca in ndr.cas if ca.kind == "aggregation"}
+    assert len(aggregation) == 40
+    switch_ends = {}
+    for link in ndr.links:
+        for own, other in ((link.a, link.b), (link.b, link.a)):
+            if own.node_guid in aggregation:
+                switch_ends[own.node_guid] = other
+    assert {end.port for end in switch_ends.values()} == {65}
+    assert len({end.node_guid for end in switch_ends.values()}) == 40
+
+
+def test_ndr_dgx_hosts_named_and_unnamed(ndr: ParsedFabric) -> None:
+    assert len(ndr.hosts()) == 121
+    unnamed = [ca for ca in ndr.cas if ca.unnamed]
+    assert Counter(ca.description.split()[0] for ca in unnamed) == Counter({"MT4129": 69, "localhost": 3})
+    assert len(ndr.unnamed_hosts()) == 72
+    assert ndr.host_count() == 121 + 72
+
+
+def test_ndr_dgx_hcas_per_named_host(ndr: ParsedFabric) -> None:
+    per_host = Counter(ca.hostname for ca in ndr.cas if ca.hostname)
+    assert Counter(per_host.values()) == Counter({4: 109, 3: 10, 2: 2})
+
+
+def test_ndr_dgx_every_cable_is_4x_ndr_and_none_degraded_or_looped(ndr: ParsedFabric) -> None:
+    assert rates(ndr) == Counter({"4xNDR": 1114})
+    assert not any(link.degraded or link.loopback for link in ndr.links)
+
+
+def test_ndr_dgx_tiers_are_the_31_leaves_and_9_spines(ndr: ParsedFabric) -> None:
+    graph = FabricGraph.build(fabric_from_parsed(ndr))
+    tiers = detect_tiers(graph)
+    leaves = {graph.switch_keys[i] for i in range(graph.n_switches) if tiers.role[i] == LEAF}
+    assert leaves == {s.guid for s in ndr.switches if "IBLEAF" in s.name}
+
+
+def test_ndr_dgx_warns_once_for_its_72_unnamed_hcas(ndr: ParsedFabric) -> None:
+    (warning,) = ndr.warnings
+    assert "72 channel adapter(s) have no host name" in warning
+
+
+# --- NVIDIA topograph's example-bad.out: one GB200 HCA on no switch ------------------------------------------
+# 10 lines: the header comments, then a lone Ca block ("dgx-gb200-n01-c1 HCA-1") with no port line.
+
+
+def test_gb200_lone_ca_is_one_host_with_no_cable() -> None:
+    fabric = parse(GB200)
+    assert (len(fabric.switches), len(fabric.links), fabric.hosts()) == (0, 0, {"dgx-gb200-n01-c1"})
+    assert [(ca.guid, ca.device, ca.system_guid) for ca in fabric.cas] == [
+        ("b8e92403009ca838", "HCA-1", "b8e92403009ca838")
+    ]
+
+
+# --- NCAR's ops_tracking_toolkit: three `ibnetdiscover -p` lines from two of its fabrics -------------------
+# Line 1: CA lid 44 port 1 (0x0002c9030045f121, 'localhost HCA-1') 4x FDR to switch lid 2 port 17
+# ('MF0;js01ib2:SX60XX/U1'); line 2: that switch's port 19, 4x SDR, no peer; line 3: another switch
+# (lid 82, 'r1i0s0 SW1', an SGI ICE blade switch) port 19, "4x ???", no peer.
+
+
+def test_ncar_ports_excerpt_counts() -> None:
+    fabric = parse_ibnetdiscover_ports(read_text(NCAR), NCAR.name)
+    assert [(s.guid, s.lid) for s in fabric.switches] == [("0002c903006e1430", 2), ("7cfe900300bdf4f0", 82)]
+    assert [(link.a, link.b, link.width, link.speed) for link in fabric.links] == [
+        (PortRef("0002c9030045f121", 1), PortRef("0002c903006e1430", 17), 4, "FDR")
+    ]
+    assert [(p.ref, p.width, p.speed) for p in fabric.down_ports] == [
+        (PortRef("0002c903006e1430", 19), 4, "SDR"),
+        (PortRef("7cfe900300bdf4f0", 19), 4, ""),
+    ]
+
+
+def test_ncar_ports_excerpt_localhost_hca_is_unnamed() -> None:
+    fabric = parse_ibnetdiscover_ports(read_text(NCAR), NCAR.name)
+    assert fabric.hosts() == set() and list(fabric.unnamed_hosts()) == ["0002c9030045f121"]
+
+
+def test_ncar_ports_excerpt_names_the_managed_switch_as_the_default_format_does() -> None:
+    fabric = parse_ibnetdiscover_ports(read_text(NCAR), NCAR.name)
+    assert [(s.name, s.model) for s in fabric.switches] == [("js01ib2", "SX60XX"), ("r1i0s0 SW1", "")]
+
+
 # --- quoted excerpts of captures that cannot be imported as published ----------------------------------
 # charlie0129/blog, content/post/ib-perf-test/index.md (no licence: quoted, not copied): a Quantum-2
 # MQM9700 in split mode (129 ports, 2xNDR host ports) whose GUIDs the author replaced with "<redacted>".
@@ -245,3 +356,49 @@ def test_redacted_capture_is_refused_at_the_first_redacted_guid() -> None:
         parse_ibnetdiscover(REDACTED_NDR, "blog.topo")
     assert info.value.line == 5
     assert info.value.message == "bad GUID '9c05<redacted>': expected up to 16 hex digits"
+
+
+# gary-minghuili/infiniband-exporter, data/ibdiagnet2/ibdiagnet2.ibnetdiscover @ 7fc101b (no licence: quoted, not
+# copied): ibdiagnet 2.10's copy of a real Quantum-2 NDR fabric, which labels every port after its number
+# ("ASIC/Cage/Port" on the switches, "[65](65)" for the aggregation node, "(1)" or the PCI function
+# "(B193D0F0/0/0/1)" on the CAs). Lines 19, 23, 74, 75, 107, 108, 377, 378, 441 and 442, unchanged. The whole file
+# (not stored here) reads, by grep: 9 switches, 263 CAs of which 7 aggregation nodes, 256 HCAs on 32 hosts (8 each),
+# 542 port lines = 271 cables, all 4xNDR; the importer gives the same.
+IBDIAGNET_NDR = "\n".join(
+    [
+        'Switch  65 "S-b0cf0e0300d33fc0"      # "MF0;ib-switch-sequoia:MQM9700/U1" enhanced port 0 lid 180 lmc 0',
+        '[4](1/2/2) "S-fc6a1c03008a5c00"[63]      # "Quantum-2 Mellanox Technologies" lid 10 4xNDR',
+        "",
+        'Switch  65 "S-fc6a1c03008a5c00"      # "Quantum-2 Mellanox Technologies" base port 0 lid 10 lmc 0',
+        '[1](1/1/1) "H-5c25730300e68e86"[1](5c25730300e68e86)      # "is-north-7-compute-1 mlx5_11" lid 171 4xNDR',
+        '[63](1/32/1) "S-b0cf0e0300d33fc0"[4]      # "MF0;ib-switch-sequoia:MQM9700/U1" lid 180 4xNDR',
+        '[65](65) "H-fc6a1c03008a5c08"[1](fc6a1c03008a5c08)      # "Mellanox Technologies Aggregation Node" '
+        "lid 26 4xNDR",
+        "",
+        'Ca  1 "H-fc6a1c03008a5c08"      # "Mellanox Technologies Aggregation Node"',
+        '[1](1)(fc6a1c03008a5c08) "S-fc6a1c03008a5c00"[65] # lid 26 lmc 0 "Quantum-2 Mellanox Technologies" '
+        "lid 10 4xNDR",
+        'Ca  1 "H-5c25730300e68e86"      # "is-north-7-compute-1 mlx5_11"',
+        '[1](B193D0F0/0/0/1)(5c25730300e68e86) "S-fc6a1c03008a5c00"[1] # lid 171 lmc 0 "Quantum-2 Mellanox '
+        'Technologies" lid 10 4xNDR',
+    ]
+)
+
+
+def test_ibdiagnet_port_labels_are_read_past() -> None:
+    fabric = parse_ibnetdiscover(IBDIAGNET_NDR, "ibdiagnet2.ibnetdiscover")
+    spine, leaf, agg, host = "b0cf0e0300d33fc0", "fc6a1c03008a5c00", "fc6a1c03008a5c08", "5c25730300e68e86"
+    assert {frozenset([(link.a.node_guid, link.a.port), (link.b.node_guid, link.b.port)]) for link in fabric.links} == {
+        frozenset([(spine, 4), (leaf, 63)]),
+        frozenset([(leaf, 1), (host, 1)]),
+        frozenset([(leaf, 65), (agg, 1)]),
+    }
+    assert rates(fabric) == Counter({"4xNDR": 3}) and fabric.warnings == []
+
+
+def test_ibdiagnet_labelled_ca_lines_keep_their_port_guid_and_host() -> None:
+    fabric = parse_ibnetdiscover(IBDIAGNET_NDR, "ibdiagnet2.ibnetdiscover")
+    cas = {ca.guid: ca for ca in fabric.cas}
+    assert (cas["5c25730300e68e86"].hostname, cas["5c25730300e68e86"].device) == ("is-north-7-compute-1", "mlx5_11")
+    assert cas["5c25730300e68e86"].port_guids == {1: "5c25730300e68e86"}
+    assert cas["fc6a1c03008a5c08"].kind == "aggregation"
