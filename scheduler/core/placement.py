@@ -124,6 +124,9 @@ class Placer:
         self.evaluations = 0
         self._frag: dict[int, MpsFragmentation | None] | None = None  # pool -> its mix (built on first use)
         self._rank: dict[NodeSlot, int] = {}  # node -> its place by hostname (ties of the fragmentation term)
+        self._states: dict[Partition, dict[tuple, dict[NodeSlot, None]]] = {}  # see _state_index
+        self._state_of: dict[NodeSlot, tuple] = {}
+        self._cands: dict[tuple, tuple] = {}  # (node state, %, MiB) -> its GPUs, and those that take the share
 
     def use_request_mix(self, mix) -> None:
         """Score MPS shares against this mix from now on (a replay that keeps one Placer across arrivals;
@@ -748,42 +751,36 @@ class Placer:
         model = part.model.upper()
         rank = self._rank
         reps: dict[tuple, NodeSlot] = {}
-        for node in part.nodes:
-            if not node.eligible or not node.host_fits(hcpu, hmem):
-                continue
-            sig = node.frag_sig
-            if sig is None:
-                sig = node.frag_sig = (
-                    node.cpu_free,
-                    node.mem_free,
-                    tuple(
-                        (100 - g.mps_pct, g.memory_mib - g.mps_mem, g.util) if _mps_usable(g) else None
-                        for g in node.gpus
-                    ),
-                )
-            have = reps.get(sig)
-            if have is None or rank[node] < rank[have]:
-                reps[sig] = node
+        for sig, members in self._state_index(part).items():
+            if sig[0] >= hcpu and sig[1] >= hmem:
+                reps[sig] = min(members, key=rank.__getitem__) if len(members) > 1 else next(iter(members))
         best_key: tuple | None = None
         best_g: GpuSlot | None = None
         best_frag = 0.0
         evals = 0
         untracked = HOST_UNTRACKED
         w_host = P.w_host_leftover
-        for (cpu, hm, states), node in reps.items():
-            before: list[tuple[int, int]] = []
-            idxs: list[int] = []
-            where: list[tuple[int, float]] = []  # (position, utilisation) of each candidate GPU
-            seen: set[tuple] = set()
-            for pos, st_ in enumerate(states):
-                if st_ is None:
-                    continue
-                L, M, util = st_
-                if L >= pct and M >= mem and st_ not in seen:
-                    seen.add(st_)
-                    idxs.append(len(before))
-                    where.append((pos, util))
-                before.append((L, M))
+        cands = self._cands
+        for sig, node in reps.items():
+            cpu, hm, states = sig
+            ck = (sig, pct, mem)
+            got = cands.get(ck)
+            if got is None:
+                before: list[tuple[int, int]] = []
+                idxs: list[int] = []
+                where: list[tuple[int, float]] = []  # (position, utilisation) of each candidate GPU
+                seen: set[tuple] = set()
+                for pos, st_ in enumerate(states):
+                    if st_ is None:
+                        continue
+                    L, M, util = st_
+                    if L >= pct and M >= mem and st_ not in seen:
+                        seen.add(st_)
+                        idxs.append(len(before))
+                        where.append((pos, util))
+                    before.append((L, M))
+                got = cands[ck] = (before, idxs, where)
+            before, idxs, where = got
             if not idxs:
                 continue
             cpu_b = None if cpu >= untracked else cpu
@@ -816,6 +813,35 @@ class Placer:
         cand.score, cand.frag = cand.slowdown + best_frag, best_frag
         assert best_key is not None
         return (cand.score, best_key[1], best_key[2]), cand
+
+    def _state_index(self, part: Partition) -> dict[tuple, dict[NodeSlot, None]]:
+        """The partition's eligible nodes grouped by state (CPU and memory left, each GPU's MPS room and load),
+        kept up to date from the nodes the state reports changed (`ClusterState.sig_dirty`)."""
+        st = self.state
+        if st.sig_dirty is None:
+            st.sig_dirty = []
+        index = self._states
+        if st.sig_dirty:
+            for node in st.sig_dirty:
+                old = self._state_of.get(node)
+                if old is None:
+                    continue
+                groups = index[node.part]
+                members = groups[old]
+                del members[node]
+                if not members:
+                    del groups[old]
+                new = self._state_of[node] = _node_state(node)
+                groups.setdefault(new, {})[node] = None
+            st.sig_dirty.clear()
+        groups = index.get(part)
+        if groups is None:
+            groups = index[part] = {}
+            for node in part.nodes:
+                if node.eligible:
+                    sig = self._state_of[node] = _node_state(node)
+                    groups.setdefault(sig, {})[node] = None
+        return groups
 
     def _mps_frag_single(self, ctx: JobCtx, part: Partition, frag: MpsFragmentation):
         if frag.cpu_aware:
@@ -1395,6 +1421,19 @@ def _island_of(node: NodeSlot, g: GpuSlot) -> int:
         if im & g.bit:
             return i
     return 0
+
+
+def _node_state(node: NodeSlot) -> tuple:
+    """(CPU left, memory left, per GPU (MPS % left, MiB left, utilisation) or None when it takes no MPS),
+    cached on the node until a hold or release changes it."""
+    sig = node.frag_sig
+    if sig is None:
+        sig = node.frag_sig = (
+            node.cpu_free,
+            node.mem_free,
+            tuple((100 - g.mps_pct, g.memory_mib - g.mps_mem, g.util) if _mps_usable(g) else None for g in node.gpus),
+        )
+    return sig
 
 
 def _mps_usable(g: GpuSlot) -> bool:

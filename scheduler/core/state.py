@@ -281,6 +281,9 @@ class ClusterState:
         self.job_gpus: dict[int, list[tuple[GpuSlot, Share]]] = {}
         self.jobs_on_node: dict[str, set[int]] = {}
         self.stopping: set[int] = set()
+        # Nodes whose cached state (NodeSlot.frag_sig) was dropped since the placer last looked: None until a
+        # placer keeps an index of node states (the host-aware fragmentation search).
+        self.sig_dirty: list[NodeSlot] | None = None
         self._build(snapshot)
 
     # ------------------------------------------------------------------ build
@@ -549,7 +552,11 @@ class ClusterState:
                 g.ts_key = key
 
     def hold(self, g: GpuSlot, sh: Share) -> None:
-        g.node.frag_sig = None
+        node = g.node
+        if node.frag_sig is not None:
+            node.frag_sig = None
+            if self.sig_dirty is not None:
+                self.sig_dirty.append(node)
         if sh.host_cpu_milli or sh.host_memory_mib:
             g.node.take_host(sh.host_cpu_milli, sh.host_memory_mib)
         kind = sh.kind
@@ -571,7 +578,11 @@ class ClusterState:
         self._refresh(g)
 
     def release(self, g: GpuSlot, sh: Share) -> None:
-        g.node.frag_sig = None
+        node = g.node
+        if node.frag_sig is not None:
+            node.frag_sig = None
+            if self.sig_dirty is not None:
+                self.sig_dirty.append(node)
         if sh.host_cpu_milli or sh.host_memory_mib:
             g.node.take_host(-sh.host_cpu_milli, -sh.host_memory_mib)
         kind = sh.kind
@@ -598,7 +609,10 @@ class ClusterState:
         """Host CPU and memory taken on a node by work that holds no GPU (a replay's CPU-only pods): not
         journaled, not released by any job."""
         node = self.nodes[hostname]
-        node.frag_sig = None
+        if node.frag_sig is not None:
+            node.frag_sig = None
+            if self.sig_dirty is not None:
+                self.sig_dirty.append(node)
         node.take_host(cpu_milli, memory_mib)
 
     def share_fits(self, g: GpuSlot, sh: Share) -> bool:
