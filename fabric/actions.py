@@ -272,6 +272,12 @@ def _remove_empty_placeholders(cluster: Cluster) -> int:
     return Node.objects.filter(pk__in=list(empty.values_list("pk", flat=True))).delete()[1].get("fabric.Node", 0)
 
 
+def _lock_cluster(cluster_id: int) -> None:
+    """The cluster row before any node or HCA row, in import_fabric's order: an import and an attach or rename
+    running at once wait for each other instead of deadlocking on each other's rows."""
+    Cluster.objects.select_for_update(no_key=True).filter(pk=cluster_id).first()
+
+
 def _hosts_moved(cluster_id: int) -> None:
     """HCAs changed hosts or a host its name: caches keyed by host name (ingest's port map, the scheduler's
     topology, the dashboard's) must rebuild. fabric.selectors.fabric_version reads Cluster.updated."""
@@ -293,6 +299,8 @@ def name_host(node: Node, hostname: str) -> Node:
     and an emptied placeholder is removed; otherwise the node is renamed in place.
     """
     hostname = _check_hostname(hostname)
+    _lock_cluster(node.cluster_id)
+    _hosts_moved(node.cluster_id)
     Node.objects.select_for_update(no_key=True).filter(pk=node.pk).first()
     other = Node.objects.filter(cluster_id=node.cluster_id, hostname=hostname).exclude(pk=node.pk).first()
     if other is None:
@@ -303,7 +311,6 @@ def name_host(node: Node, hostname: str) -> Node:
         node.hcas.update(node=other)
         _remove_empty_placeholders(node.cluster)
         target = other
-    _hosts_moved(node.cluster_id)
     events.send_on_commit(node.cluster_id, {"kind": "inventory_changed", "cause": f"host {hostname} named"})
     return target
 
@@ -320,6 +327,7 @@ def attach_hca(cluster: Cluster | int, guid: str, hostname: str, *, force: bool 
     except ValueError as exc:
         raise ActionError(str(exc)) from None
     hostname = _check_hostname(hostname)
+    _lock_cluster(cluster_id)
     hca = HCA.objects.select_related("node").select_for_update(of=("self",)).filter(
         cluster_id=cluster_id, guid=guid
     ).first()  # fmt: skip
@@ -364,6 +372,7 @@ def claim_hcas(cluster_id: int, hostname: str, reported: Iterable[tuple[str, str
     agent's port samples find their ports. An HCA on another named host is never moved (`elsewhere`: ingest raises
     an alert). Idempotent: a second call with the same report changes nothing. One transaction; an event and a
     cache refresh (fabric_version) only when something changed."""
+    _lock_cluster(cluster_id)
     node = Node.objects.select_for_update(no_key=True).filter(cluster_id=cluster_id, hostname=hostname).first()
     if node is None:
         raise ActionError(f"no node {hostname!r} in this cluster: its agent's HCAs have nowhere to go")
@@ -714,9 +723,10 @@ def save_inventory_object(obj, changed_fields: Iterable[str] = ()) -> None:
         obj.role_source = RoleSource.SET if obj.role else RoleSource.DETECTED
     if isinstance(obj, Node) and "hostname" in changed:
         obj.unnamed = False  # an operator named the placeholder
-    obj.save()
     if (isinstance(obj, Node) and "hostname" in changed) or (isinstance(obj, HCA) and changed & {"node", "device"}):
+        _lock_cluster(obj.cluster_id)  # before the node's own row: see _lock_cluster
         _hosts_moved(obj.cluster_id)
+    obj.save()
     if isinstance(obj, Port) and obj.link_id and changed & {"width", "speed", "state", "supported_speed"}:
         save_link_ports(obj.link)
     if isinstance(obj, Switch) and "role" in changed and not obj.role:
