@@ -523,4 +523,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    # django-axes announces itself at INFO in every process, every management command included ("AXES: BEGIN
+    # version ..."); its lockout warnings come from other loggers and still show.
+    "loggers": {"axes.apps": {"level": "WARNING"}},
 }

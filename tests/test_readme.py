@@ -55,6 +55,9 @@ NOT_RUN = {
     ".venv/bin/python manage.py bench_scheduler": "a benchmark (10,000 GPUs, 50,000 jobs): its arguments are checked",
 }
 
+# Lines that ask on the terminal: run on a pseudo-terminal of their own, given these answers to the prompts.
+TERMINAL = {"tenant_user --tenant acme --user alice --password ": ["correct horse battery 42"] * 2}
+
 # Lines that read hardware or a live source: they work where it exists, else they say what is missing.
 HARDWARE = (
     "--collector sysfs-ib",
@@ -145,6 +148,46 @@ def env_values(path: Path) -> dict[str, str]:
     return dict(line.split("=", 1) for line in path.read_text().splitlines() if line and line[0] != "#")
 
 
+def run_on_terminal(line: str, work: Path, answers: list[str], timeout: float = 120) -> tuple[int, str]:
+    """Run `line` with a pseudo-terminal of its own as standard input and controlling terminal (a session of its own,
+    so no prompt reaches the terminal of whoever runs the tests); each answer is typed once a prompt (a line ending
+    in ": ") shows on that terminal. Returns the exit status and what the terminal and standard output showed."""
+    import pty
+    import select
+    import time
+
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen(
+        ["bash", "-c", line], cwd=work, env=readme_env(work), stdin=terminal, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    os.close(terminal)
+    shown, out, pending, answered = b"", b"", list(answers), 0
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([proc.stdout, controller], [], [], 0.2)
+            if controller in ready:
+                try:
+                    shown += os.read(controller, 4096)
+                except OSError:  # the terminal's last user has gone
+                    pass
+                if pending and shown[answered:].rstrip(b" ").endswith(b":"):  # a new prompt, waiting on its line
+                    os.write(controller, pending.pop(0).encode() + b"\n")
+                    answered = len(shown)
+            if proc.stdout in ready:
+                chunk = os.read(proc.stdout.fileno(), 4096)
+                if not chunk:
+                    break
+                out += chunk
+        status = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        return status, (shown + out).decode(errors="replace")
+    finally:
+        os.close(controller)
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_the_dev_env_file_holds_debug_and_a_new_key(workdir):
     values = env_values(workdir / "dev.env")
     assert values["DEBUG"] == "1"
@@ -179,9 +222,18 @@ def test_readme_manage_py_lines_run_as_written(workdir):
     for line in sh_lines(README.read_text()):
         if not line.startswith(".venv/bin/python manage.py ") or not_run_reason(line):
             continue
+        answers = next((a for start, a in TERMINAL.items() if start in line), None)
+        if answers is not None:
+            status, output = run_on_terminal(line, workdir, answers)
+            assert status == 0, f"{line}\n{output}"
+            assert "password set" in output, output
+            ran.append(line)
+            continue
         proc = run(line, workdir)
         output = proc.stdout + proc.stderr
         assert "Traceback" not in output, f"{line}\n{output}"
+        if "manage.py tenant_user" in line:  # quiet: what it did, and the token
+            assert not re.search(r"^(Task |AXES: )", output, re.M), output
         if any(what in line for what in HARDWARE) and proc.returncode != 0:
             # Here without that hardware or source: one line that says what is missing.
             assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1].startswith(
@@ -192,4 +244,4 @@ def test_readme_manage_py_lines_run_as_written(workdir):
         if "--json" in line and "--collector" not in line:
             json.loads(proc.stdout[proc.stdout.index("{") :])
         ran.append(line)
-    assert len(ran) >= 12, ran  # the README's import, generate, report, tenant and collect lines
+    assert len(ran) >= 13, ran  # the README's import, generate, report, tenant and collect lines
