@@ -698,6 +698,109 @@ def set_node_state(nodes: Iterable[Node], state: str, reason: str = "") -> int:
     return changed
 
 
+#
+# Host resources: what jobs may take of a node's host CPU and memory (Node.cpu_milli / memory_mib). The node agent
+# reports what the host has (record_host_resources, from ingest, only on change); an operator may set a value of
+# their own (set_host_resources, the admin and the node API), which the agent's reports then leave alone.
+#
+
+HOST_MAX = 2**31 - 1  # PositiveIntegerField: 2 million CPUs, 2 PiB of memory
+HOST_RESOURCES = ("cpu_milli", "memory_mib")
+HOST_FIELDS = (*HOST_RESOURCES, "cpu_milli_manual", "memory_mib_manual")
+_FOLLOW_AGENT = None
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+
+def _host_amount(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= HOST_MAX:
+        raise ActionError(f"{name} must be a whole number from 0 to {HOST_MAX}, not {value!r}")
+    return value
+
+
+def _apply_host_edit(node: Node, changed: set[str]) -> None:
+    """The rule of an operator's edit, on the node in memory: a resource whose `*_manual` was cleared follows the
+    agent's report again (its value is the reported one, whatever was typed beside it); one whose value was given
+    is the operator's (manual)."""
+    for name in HOST_RESOURCES:
+        manual = f"{name}_manual"
+        if manual in changed and not getattr(node, manual):
+            setattr(node, name, getattr(node, f"reported_{name}"))
+        elif name in changed:
+            _host_amount(name, getattr(node, name))
+            setattr(node, manual, True)
+
+
+@transaction.atomic
+def set_host_resources(node: Node, *, cpu_milli: int | None = UNSET, memory_mib: int | None = UNSET) -> Node:
+    """An operator sets what jobs may take of the node's host CPU (milli-CPUs) and memory (MiB): a number is kept
+    whatever the node agent reports next (0: not tracked, never a constraint); None follows the agent's report
+    again (its last one now, or 0 while it has reported none); UNSET leaves that resource as it is."""
+    wanted = {"cpu_milli": cpu_milli, "memory_mib": memory_mib}
+    _lock_cluster(node.cluster_id)
+    locked = Node.objects.select_for_update(no_key=True).filter(pk=node.pk).first()
+    if locked is None:
+        raise ActionError(f"node {node} no longer exists")
+    changed: set[str] = set()
+    for name, value in wanted.items():
+        if value is UNSET:
+            continue
+        if value is _FOLLOW_AGENT:
+            setattr(locked, f"{name}_manual", False)
+            changed.add(f"{name}_manual")
+        else:
+            setattr(locked, name, _host_amount(name, value))
+            changed.add(name)
+    if changed:
+        _apply_host_edit(locked, changed)
+        locked.save(update_fields=list(HOST_FIELDS))
+        events.send_on_commit(node.cluster_id, {"kind": "nodes_changed", "cause": f"host resources of {locked}"})
+    for name in HOST_FIELDS:
+        setattr(node, name, getattr(locked, name))
+    return node
+
+
+@transaction.atomic
+def record_host_resources(cluster_id: int, reports: dict[str, tuple[int | None, int | None]]) -> list[str]:
+    """Node agents reported their hosts' CPUs (milli-CPUs) and MemTotal (MiB), hostname -> (cpu, memory), None for
+    one not read: store each report that differs from the node's last one (reported_*), and make it what jobs may
+    take unless an operator set that resource (*_manual). Returns the hostnames changed; nothing is written, and no
+    event sent, for a report equal to the last (ingest calls this only when a node's figures changed)."""
+    if not reports:
+        return []
+    _lock_cluster(cluster_id)  # import_fabric's order (see _lock_cluster): the cluster row before node rows
+    nodes = (
+        Node.objects.select_for_update(no_key=True)
+        .filter(cluster_id=cluster_id, hostname__in=sorted(reports))
+        .only("pk", "cluster_id", "hostname", *HOST_FIELDS, "reported_cpu_milli", "reported_memory_mib")
+        .order_by("pk")
+    )
+    changed: list[Node] = []
+    for node in nodes:
+        dirty = False
+        for name, value in zip(HOST_RESOURCES, reports[node.hostname], strict=True):
+            if value is None or value == getattr(node, f"reported_{name}"):
+                continue
+            setattr(node, f"reported_{name}", _host_amount(name, value))
+            if not getattr(node, f"{name}_manual"):
+                setattr(node, name, value)
+            dirty = True
+        if dirty:
+            changed.append(node)
+    if changed:
+        Node.objects.bulk_update(changed, [*HOST_RESOURCES, "reported_cpu_milli", "reported_memory_mib"])
+        names = [n.hostname for n in changed]
+        log.info("host resources reported by the node agents of %s", ", ".join(names[:20]))
+        events.send_on_commit(cluster_id, {"kind": "nodes_changed", "cause": f"host resources of {len(names)} nodes"})
+    return [n.hostname for n in changed]
+
+
 @transaction.atomic
 def save_link_ports(link: Link) -> Link:
     """Recompute a link's rate, capacity and state from its ports after an edit."""
@@ -723,6 +826,8 @@ def save_inventory_object(obj, changed_fields: Iterable[str] = ()) -> None:
         obj.role_source = RoleSource.SET if obj.role else RoleSource.DETECTED
     if isinstance(obj, Node) and "hostname" in changed:
         obj.unnamed = False  # an operator named the placeholder
+    if isinstance(obj, Node) and changed & set(HOST_FIELDS):
+        _apply_host_edit(obj, changed)  # a value typed is the operator's; a cleared *_manual follows the agent
     if (isinstance(obj, Node) and "hostname" in changed) or (isinstance(obj, HCA) and changed & {"node", "device"}):
         _lock_cluster(obj.cluster_id)  # before the node's own row: see _lock_cluster
         _hosts_moved(obj.cluster_id)
@@ -764,7 +869,12 @@ def delete_cluster(cluster: Cluster) -> None:
 @transaction.atomic
 def update_inventory_object(obj, values: dict[str, Any]) -> Any:
     """Apply field edits (API PATCH/PUT) and recompute what depends on them."""
-    changed = [name for name, value in values.items() if getattr(obj, name) != value]
+    # A host resource given is the operator's value even when it equals the current one (set_host_resources).
+    changed = [
+        name
+        for name, value in values.items()
+        if getattr(obj, name) != value or (isinstance(obj, Node) and name in HOST_FIELDS)
+    ]
     for name, value in values.items():
         setattr(obj, name, value)
     save_inventory_object(obj, changed)

@@ -103,18 +103,38 @@ class HcaInline(admin.TabularInline):
 @admin.register(Node)
 class NodeAdmin(ActionsSaveMixin, admin.ModelAdmin):
     # "unnamed": the fabric named no host for its HCAs; rename it (the hostname is a placeholder).
-    list_display = ["hostname", "cluster", "role", "state_badge", "state_reason", "gpu_model", "rack", "unnamed"]
-    list_filter = ["cluster", "state", "role", "gpu_model", "unnamed"]
+    list_display = [
+        "hostname", "cluster", "role", "state_badge", "state_reason", "gpu_model", "rack", "host_cpus", "host_memory",
+        "unnamed",
+    ]  # fmt: skip
+    list_filter = ["cluster", "state", "role", "gpu_model", "unnamed", "cpu_milli_manual", "memory_mib_manual"]
     search_fields = ["hostname", "rack", "hcas__guid", "gpus__uuid", "system_guid"]
     list_select_related = ["cluster"]
+    # Host CPU and memory jobs may take: the node agent's report unless an operator typed a value (kept, "set");
+    # clearing "manual" follows the agent again (fabric.actions.set_host_resources).
+    readonly_fields = ["reported_cpu_milli", "reported_memory_mib"]
     inlines = [GpuInline, HcaInline]
-    actions = ["drain", "undrain", "mark_down"]
+    actions = ["drain", "undrain", "mark_down", "follow_agent"]
     paginator = ApproximatePaginator
     show_full_result_count = False
 
     @admin.display(description="state", ordering="state")
     def state_badge(self, obj):
         return badge(NodeState, obj.state, obj.get_state_display())
+
+    @staticmethod
+    def _host(value: str, tracked: bool, manual: bool) -> str:
+        if not tracked:
+            return "not tracked (set)" if manual else "-"
+        return f"{value} (set)" if manual else value
+
+    @admin.display(description="CPUs for jobs", ordering="cpu_milli")
+    def host_cpus(self, obj):
+        return self._host(f"{obj.cpu_milli / 1000:g}", obj.cpu_milli > 0, obj.cpu_milli_manual)
+
+    @admin.display(description="memory for jobs", ordering="memory_mib")
+    def host_memory(self, obj):
+        return self._host(f"{obj.memory_mib} MiB", obj.memory_mib > 0, obj.memory_mib_manual)
 
     def _set_state(self, request, queryset, state: str, reason: str) -> None:
         n = actions.set_node_state(queryset, state, reason=f"{reason} by {request.user}")
@@ -131,6 +151,13 @@ class NodeAdmin(ActionsSaveMixin, admin.ModelAdmin):
     @admin.action(description="Mark selected nodes down")
     def mark_down(self, request, queryset):
         self._set_state(request, queryset, NodeState.DOWN, "marked down")
+
+    @admin.action(description="Give jobs the CPUs and memory the node agent reports (drop values set by hand)")
+    def follow_agent(self, request, queryset):
+        nodes = list(queryset)
+        for node in nodes:
+            actions.set_host_resources(node, cpu_milli=None, memory_mib=None)
+        self.message_user(request, f"{len(nodes)} node(s) follow their agent's CPU and memory.", messages.SUCCESS)
 
 
 @admin.register(HCA)

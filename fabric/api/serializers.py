@@ -37,9 +37,25 @@ class NodeSerializer(StrictModelSerializer):
         fields = [
             "id", "url", "cluster", "hostname", "role", "rack", "state", "state_reason", "gpu_model",
             "gpu_count", "hca_count", "unnamed", "system_guid",
+            "cpu_milli", "memory_mib", "cpu_milli_manual", "memory_mib_manual", "reported_cpu_milli",
+            "reported_memory_mib",
         ]  # fmt: skip
         # unnamed: the fabric named no host for its HCAs and `hostname` is a placeholder ("unnamed-<GUID>").
-        read_only_fields = ["hostname", "state", "state_reason", "unnamed", "system_guid"]
+        # cpu_milli / memory_mib: what jobs may take of the host; a value sent is the operator's (kept whatever the
+        # node agent reports, *_manual true), *_manual false follows the agent's report (reported_*) again.
+        read_only_fields = [
+            "hostname", "state", "state_reason", "unnamed", "system_guid", "reported_cpu_milli", "reported_memory_mib",
+        ]  # fmt: skip
+
+    def validate(self, attrs: dict) -> dict:
+        errors = {
+            name: [f"{name}_manual false follows the node agent's report: leave {name} out, or send it alone to set it"]
+            for name in ("cpu_milli", "memory_mib")
+            if name in attrs and attrs.get(f"{name}_manual") is False
+        }
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
 
 
 class NodeStateSerializer(serializers.Serializer):

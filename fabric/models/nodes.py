@@ -21,6 +21,30 @@ class Node(models.Model):
     system_guid = models.CharField(
         max_length=16, blank=True, help_text="System image GUID of an unnamed host's HCAs (else an HCA's node GUID)."
     )
+    # Host resources jobs may ask for (scheduler.core NodeState.cpu_milli / memory_mib; Kubernetes' allocatable,
+    # Slurm's CPUs / RealMemory). The node agent reports what the host has (reported_*); what jobs may take follows
+    # it unless an operator set it (*_manual), e.g. to keep cores for the system. 0 = not tracked: never a constraint.
+    cpu_milli = models.PositiveIntegerField(
+        default=0,
+        help_text="Host CPU jobs may take, in milli-CPUs (64 CPUs: 64000); 0 = not tracked, never a constraint.",
+    )
+    memory_mib = models.PositiveIntegerField(
+        default=0, help_text="Host memory jobs may take, in MiB; 0 = not tracked, never a constraint."
+    )
+    cpu_milli_manual = models.BooleanField(
+        default=False,
+        help_text="Set by an operator: the agent's reports leave cpu_milli alone; cleared, it follows them again.",
+    )
+    memory_mib_manual = models.BooleanField(
+        default=False,
+        help_text="Set by an operator: the agent's reports leave memory_mib alone; cleared, it follows them again.",
+    )
+    reported_cpu_milli = models.PositiveIntegerField(
+        default=0, help_text="The host's CPUs as its node agent last reported them, milli-CPUs (0: never reported)."
+    )
+    reported_memory_mib = models.PositiveIntegerField(
+        default=0, help_text="The host's MemTotal as its node agent last reported it, MiB (0: never reported)."
+    )
 
     class Meta:
         ordering = ["cluster", "hostname"]
