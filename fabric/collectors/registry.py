@@ -1,14 +1,24 @@
-"""Collectors by name, each a class named by dotted path in settings.COLLECTORS (so a site can plug its own)."""
+"""Collectors by name, each a class named by dotted path in settings.COLLECTORS (so a site can plug its own).
+
+A collector setting names one collector (`nvml`), several joined by "," or "+" (`nvml,sysfs-ib`: one sample per
+node out of all of them, fabric.collectors.combined), or `auto` (nvml and sysfs-ib, each where the host has its
+hardware). `collector_parts` checks such a name; `get_collector` makes the collector it names.
+"""
 
 from __future__ import annotations
 
 import inspect
+import re
 from typing import Any, Protocol
 
 from django.conf import settings
 from django.utils.module_loading import import_string
 
 from fabric.collectors.samples import NodeSample
+
+AUTO = "auto"
+AUTO_PARTS = ("nvml", "sysfs-ib")
+_SEPARATOR = re.compile(r"[,+]")
 
 
 class Collector(Protocol):
@@ -23,15 +33,68 @@ def collector_names() -> list[str]:
     return sorted(settings.COLLECTORS)
 
 
+def _known() -> str:
+    return (
+        f"configured: {', '.join(collector_names())}; also {AUTO} ({','.join(AUTO_PARTS)} where the host has them), "
+        "or several joined by ',' (nvml,sysfs-ib)"
+    )
+
+
+def collector_parts(spec: str) -> list[str]:
+    """The collectors a setting names, in order: "nvml,sysfs-ib" -> ["nvml", "sysfs-ib"], "auto" -> ["auto"].
+    UnknownCollector names the name that is wrong and the setting it is in."""
+    names = [name.strip() for name in _SEPARATOR.split(spec)]
+    where = "" if len(names) == 1 else f" in {spec!r}"
+    if not all(names):
+        raise UnknownCollector(f"collector {spec!r} has an empty name (a separator at an end or two in a row)")
+    for name in names:
+        if name == AUTO and len(names) > 1:
+            raise UnknownCollector(f"{AUTO} stands alone{where}: it is {','.join(AUTO_PARTS)} already")
+        if name != AUTO and name not in settings.COLLECTORS:
+            raise UnknownCollector(f"unknown collector {name!r}{where}; {_known()}")
+        if names.count(name) > 1:
+            raise UnknownCollector(f"collector {name!r} is named twice{where}")
+    return names
+
+
+def _make(name: str, options: dict[str, Any]) -> Collector:
+    cls = import_string(settings.COLLECTORS[name])
+    return cls(**options)
+
+
+def _accepted(name: str) -> set[str]:
+    return set(inspect.signature(import_string(settings.COLLECTORS[name])).parameters)
+
+
 def get_collector(name: str, **options: Any) -> Collector:
-    """An instance of the named collector, given only the options its constructor accepts."""
-    try:
-        path = settings.COLLECTORS[name]
-    except KeyError:
-        raise UnknownCollector(f"unknown collector {name!r}; configured: {', '.join(collector_names())}") from None
-    cls = import_string(path)
-    accepted = inspect.signature(cls).parameters
-    unknown = [k for k, v in options.items() if v is not None and k not in accepted]
+    """An instance of the named collector (one name, several joined by ",", or auto), given only the options its
+    constructor accepts. For several (and auto), each option goes to every part that takes it (--root to sysfs-ib,
+    ...; auto's own: pci_root, nvidia_proc) and each part also gets its own COLLECTOR_OPTIONS entry under them, as
+    poll_node gives a single collector its entry; an option none of them takes is refused."""
+    from fabric.collectors.combined import AutoCollector, CombinedCollector
+
+    given = {k: v for k, v in options.items() if v is not None}
+    names = collector_parts(name)
+    if names != [AUTO] and len(names) == 1:
+        (name,) = names
+        unknown = [k for k in given if k not in _accepted(name)]
+        if unknown:
+            raise TypeError(f"collector {name} takes no {', '.join('--' + k for k in unknown)}")
+        return _make(name, given)
+    auto = names == [AUTO]
+    parts = list(AUTO_PARTS) if auto else names
+    accepted = {part: _accepted(part) for part in parts}
+    auto_options = set(inspect.signature(AutoCollector).parameters) - {"parts"} if auto else set()
+    unknown = [k for k in given if k not in auto_options and not any(k in a for a in accepted.values())]
     if unknown:
-        raise TypeError(f"collector {name} takes no {', '.join('--' + k for k in unknown)}")
-    return cls(**{k: v for k, v in options.items() if v is not None})
+        raise TypeError(f"collector {name} takes no {', '.join('--' + k for k in unknown)} (none of its parts does)")
+
+    def factory(part: str):
+        configured = settings.COLLECTOR_OPTIONS.get(part, {})
+        part_options = {**configured, **{k: v for k, v in given.items() if k in accepted[part]}}
+        return lambda: _make(part, part_options)
+
+    factories = [(part, factory(part)) for part in parts]
+    if auto:
+        return AutoCollector(factories, **{k: v for k, v in given.items() if k in auto_options})
+    return CombinedCollector(factories)

@@ -90,3 +90,38 @@ def test_perfquery_directory(tmp_path):
     (tmp_path / f"{SWITCH}.out").write_text((FIXTURES / "perfquery_lx_switch_0x7cfe9003009ce5b0.out").read_text())
     body = json.loads(run("--collector", "perfquery", "--directory", str(tmp_path), "--node", "a", "--once", "--json"))
     assert [p["port"] for p in body["ports"]] == [1, 2] and body["errors"] == []
+
+
+X5_GLUSTER1 = FIXTURES / "sysfs_infiniband_x5_gluster1" / "class" / "infiniband"
+
+
+@pytest.fixture
+def fake_gpus(settings):
+    """The node's NVML is the fake library with one H100 (the collector's COLLECTOR_OPTIONS entry, as an agent's)."""
+    from tests.collectors.fake_nvml import FakeNvml, h100
+
+    settings.COLLECTOR_OPTIONS = {**settings.COLLECTOR_OPTIONS, "nvml": {"nvml": FakeNvml([h100(0)])}}
+
+
+def test_several_collectors_print_one_merged_sample(fake_gpus):
+    body = json.loads(
+        run("--collector", "nvml,sysfs-ib", "--root", str(X5_GLUSTER1), "--node", "r510gluster1", "--once", "--json")
+    )
+    assert (body["collector"], body["errors"]) == ("nvml,sysfs-ib", [])
+    assert [g["index"] for g in body["gpus"]] == [0] and [(p["device"], p["port"]) for p in body["ports"]] == [
+        ("mlx4_0", 1)
+    ]
+    assert body["hcas"] == [
+        {"device": "mlx4_0", "node_guid": "0002c90300080e84", "system_guid": "0002c90300080e87", "node_type": "CA"}
+    ]
+
+
+def test_the_text_output_names_each_hca_by_its_guids(fake_gpus):
+    text = run("--collector", "nvml,sysfs-ib", "--root", str(X5_GLUSTER1), "--node", "r510gluster1", "--once")
+    assert text.startswith("r510gluster1 via nvml,sysfs-ib")
+    assert "  mlx4_0 node GUID 0002c90300080e84 system image 0002c90300080e87 CA\n" in text
+
+
+def test_an_unknown_collector_in_a_list_is_named():
+    with pytest.raises(CommandError, match=r"^unknown collector 'sysfs-ibb' in 'nvml,sysfs-ibb'; configured: nvml"):
+        run("--collector", "nvml,sysfs-ibb", "--node", "n1", "--once")

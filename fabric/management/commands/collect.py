@@ -1,7 +1,9 @@
-"""python manage.py collect --collector NAME [--root DIR | --url URL | --file PATH | --directory DIR]
+"""python manage.py collect --collector NAME[,NAME...] [--root DIR | --url URL | --file PATH | --directory DIR]
                            --node HOST [--switch GUID ...] --once [--json]
 
-Prints what one poll of one node reads, so an operator can check a node by hand before enabling it.
+Prints what one poll of one node reads, so an operator can check a node by hand before enabling it. Several
+collectors (`nvml,sysfs-ib`, or `auto`) print the one merged sample the agent would send; each option goes to the
+collectors that take it, and each also gets its COLLECTOR_OPTIONS entry.
 Switch ports (perfquery, on the fabric agent): --switch GUID, repeatable, or --switch all to discover them.
 """
 
@@ -18,7 +20,12 @@ class Command(BaseCommand):
     help = "Run a telemetry collector once (or every --interval seconds) and print what it reads."
 
     def add_arguments(self, parser):
-        parser.add_argument("--collector", required=True, help=f"one of: {', '.join(collector_names())}")
+        parser.add_argument(
+            "--collector",
+            required=True,
+            help=f"one of: {', '.join(collector_names())}; several joined by ',' (nvml,sysfs-ib: one merged sample), "
+            "or auto (nvml and sysfs-ib, each where the host has its hardware)",
+        )
         parser.add_argument("--node", required=True, help="hostname the samples belong to")
         where = parser.add_mutually_exclusive_group()
         where.add_argument("--root", help="sysfs-ib: the infiniband class directory (default /sys/class/infiniband)")
@@ -83,6 +90,11 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"  {port.device} port {port.port} {port.state} {port.rate_text or port.rate_gbps} "
                 f"tx {port.xmit_bytes} B rx {port.rcv_bytes} B, {len(port.counters)} counters"
+            )
+        for hca in sample.hcas:
+            system = hca.system_guid or "?"
+            self.stdout.write(
+                f"  {hca.device} node GUID {hca.node_guid} system image {system} {hca.node_type}".rstrip()
             )
         for error in sample.errors:
             self.stderr.write(self.style.WARNING(f"  error: {error}"))
