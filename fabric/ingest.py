@@ -9,6 +9,10 @@ Samples arrive in any order (a retried poll, a slow node): a sample not newer th
 its node is ignored, so state never moves backwards. Rates come from the previous sample of the same node kept in
 the latest state.
 
+A node agent that runs on its host (nvml, sysfs-ib) reports the host's CPUs and MemTotal (NodeSample.host): they are
+stored on the Node only when they differ from its last report (one query and write then, none per poll), and become
+what jobs may take of it unless an operator set that (fabric.actions.record_host_resources).
+
 A node agent that reads sysfs also reports its RDMA devices' node GUIDs (NodeSample.hcas). An HCA of the imported
 fabric that had no host name (on an unnamed placeholder node) is attached to the reporting node, and the kernel's
 device name is stored on the node's own HCAs so its port samples find their ports (fabric.actions.claim_hcas); one
@@ -31,7 +35,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import transaction
+from django.db import DatabaseError, transaction
 
 from clusterctl.bulk import copy_rows
 from clusterctl.locks import TaskLock
@@ -72,6 +76,7 @@ class IngestResult:
     link_utilisation: dict[int, float] = field(default_factory=dict)  # raw, busiest end of each link
     alerts: dict[str, int] = field(default_factory=dict)
     hcas_attached: dict[str, list[str]] = field(default_factory=dict)  # node -> HCA GUIDs put on it (claim_hcas)
+    host_recorded: list[str] = field(default_factory=list)  # nodes whose agent's CPU / memory figures changed
     timings: dict[str, float] = field(default_factory=dict)  # phase -> seconds (bench)
 
 
@@ -92,6 +97,9 @@ class _PortMap:
     gpus: dict[str, dict[int, int]]  # hostname -> GPU index -> GPU id
     hcas: dict[str, tuple[str, bool, str]]  # host's HCA node GUID -> (its node's hostname, node unnamed, device)
     nodes: frozenset[str]  # every hostname of the cluster
+    # hostname -> (reported_cpu_milli, reported_memory_mib) as stored: a node agent's figures are recorded only when
+    # they differ (kept up to date by _record_host; another worker's write costs this one a query, not a write)
+    host_reported: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
 _MAPS: dict[int, _PortMap] = {}
@@ -123,8 +131,13 @@ def _port_map(cluster_id: int) -> _PortMap:
             cluster_id=cluster_id, kind=CaKind.HOST, node__isnull=False
         ).values_list("guid", "node__hostname", "node__unnamed", "device")
     }
-    nodes = frozenset(Node.objects.filter(cluster_id=cluster_id).values_list("hostname", flat=True))
-    built = _PortMap(version, hca, switch, gpus, hcas, nodes)
+    host_reported = {
+        host: (cpu, mem)
+        for host, cpu, mem in Node.objects.filter(cluster_id=cluster_id).values_list(
+            "hostname", "reported_cpu_milli", "reported_memory_mib"
+        )
+    }
+    built = _PortMap(version, hca, switch, gpus, hcas, frozenset(host_reported), host_reported)
     with _MAPS_LOCK:
         _MAPS[cluster_id] = built
     return built
@@ -218,6 +231,7 @@ def ingest_samples(
             exclude_rules=LIVENESS_RULES,
         )
     t_alerts = clock()
+    _record_host(cluster_id, pmap, [newest[n] for n in result.stored], result)
     # The live views: new load for the heat maps, alerts refreshed (raised/cleared ones also mark through events).
     live = ("overview", "fabric", "gpus", "alerts") if any(result.alerts.values()) else ("overview", "fabric", "gpus")
     events.live_changed(cluster_id, live)
@@ -340,6 +354,44 @@ def _claim_hcas(cluster_id: int, pmap: _PortMap, samples: list[NodeSample], find
                     f"fabric.actions.attach_hca(..., force=True)); else two hosts report one GUID",
                 )
             )  # fmt: skip
+
+
+def _host_figure(value) -> int | None:
+    """A CPU or memory figure from an agent's sample (JSON from the broker): a whole number the Node can hold."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= actions.HOST_MAX:
+        return None
+    return value
+
+
+def host_reports(pmap: _PortMap, samples: list[NodeSample]) -> dict[str, tuple[int | None, int | None]]:
+    """Of the samples' host figures (NodeSample.host), per the port map (no query): hostname -> (milli-CPUs, MiB) for
+    the nodes whose figures differ from those stored; None for a figure not read (or not a plausible number)."""
+    out: dict[str, tuple[int | None, int | None]] = {}
+    for sample in samples:
+        if sample.node == FABRIC_SOURCE or sample.host is None or sample.node not in pmap.nodes:
+            continue
+        cpu, mem = _host_figure(sample.host.cpu_milli), _host_figure(sample.host.memory_mib)
+        known_cpu, known_mem = pmap.host_reported.get(sample.node, (0, 0))
+        if (cpu is not None and cpu != known_cpu) or (mem is not None and mem != known_mem):
+            out[sample.node] = (cpu, mem)
+    return out
+
+
+def _record_host(cluster_id: int, pmap: _PortMap, samples: list[NodeSample], result: IngestResult) -> None:
+    """Store the node agents' CPU and memory figures that changed (fabric.actions.record_host_resources: the node's
+    allocatable amounts follow unless an operator set them). Nothing is written while they stay the same; a write
+    that fails is tried again with the next batch (the map is updated only once it is stored)."""
+    reports = host_reports(pmap, samples)
+    if not reports:
+        return
+    try:
+        result.host_recorded = actions.record_host_resources(cluster_id, reports)
+    except DatabaseError as exc:
+        log.warning("telemetry: host figures of %d nodes not recorded: %s", len(reports), exc)
+        return
+    for node, (cpu, mem) in reports.items():
+        known_cpu, known_mem = pmap.host_reported.get(node, (0, 0))
+        pmap.host_reported[node] = (known_cpu if cpu is None else cpu, known_mem if mem is None else mem)
 
 
 def _mark_seen(cluster_id: int, seen: dict[str, float], current: dict[str, float]) -> None:

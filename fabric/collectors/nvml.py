@@ -4,7 +4,8 @@ Every read is on its own: an NVML error (any `NVMLError_*`) or an N/A value leav
 records why in `GpuSample.errors`, the other fields are still read. A GPU that is lost is reported with what
 was read before, and the other GPUs carry on. XID events come from one event set, registered once per GPU
 and drained without blocking on each poll. NVLink throughput is read through field values
-(`NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX`, cumulative KiB per link).
+(`NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX/RX`, cumulative KiB per link). The sample also carries the host's CPUs
+and MemTotal (NodeSample.host, fabric.collectors.host), read even when NVML is not there.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from fabric.collectors.host import MEMINFO, read_host
 from fabric.collectors.samples import GpuProcess, GpuSample, MigInstance, NodeSample, NvLinkSample
 
 MIB = 1024 * 1024
@@ -40,8 +42,9 @@ def _is_na(value: Any) -> bool:
 class NvmlCollector:
     name = "nvml"
 
-    def __init__(self, nvml: Any = None):
+    def __init__(self, nvml: Any = None, meminfo: str = MEMINFO):
         self._nvml = nvml
+        self.meminfo = meminfo  # the host's memory (fabric.collectors.host): a host path where the agent is contained
         self._initialised = False
         self._event_set: Any = None
         self._event_set_error: str | None = None
@@ -125,6 +128,8 @@ class NvmlCollector:
     # -- collect -------------------------------------------------------------------------------------------
     def collect(self, node: str) -> NodeSample:
         sample = NodeSample(node=node, collected_at=time.time(), collector=self.name)
+        sample.host, host_errors = read_host(self.meminfo)
+        sample.errors += host_errors
         err = self._ensure_init()
         if err:
             sample.errors.append(err)

@@ -104,6 +104,14 @@ class HcaSample:
 
 
 @dataclass(slots=True)
+class HostSample:
+    """The host's own CPUs and memory, as its node agent reads them (fabric.collectors.host); None: not read."""
+
+    cpu_milli: int | None = None  # CPUs the agent may run on x 1000 (sched_getaffinity)
+    memory_mib: int | None = None  # MemTotal of /proc/meminfo, MiB
+
+
+@dataclass(slots=True)
 class NodeSample:
     node: str  # hostname
     collected_at: float  # epoch seconds, when the collector read the hardware
@@ -112,6 +120,7 @@ class NodeSample:
     ports: list[PortSample] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # problems that lost a whole part of the sample
     hcas: list[HcaSample] = field(default_factory=list)  # the node's own RDMA devices (sysfs-ib reads them)
+    host: HostSample | None = None  # the host's CPUs and memory (collectors that run on the node read them)
 
 
 def sample_from_dict(data: dict) -> NodeSample:
@@ -136,4 +145,5 @@ def sample_from_dict(data: dict) -> NodeSample:
         ports=ports,
         errors=list(data.get("errors", [])),
         hcas=[HcaSample(**h) for h in data.get("hcas", [])],  # an agent of an older version sends none
+        host=HostSample(**data["host"]) if data.get("host") else None,  # nor this
     )

@@ -15,6 +15,7 @@ Layout read (root configurable, so tests point it at a fixture tree)::
 
 The GUIDs say which HCAs of the imported fabric are this node's: ingest attaches an HCA the fabric named no host for
 (a firmware-default node description) to the node whose agent reports its GUID (fabric.actions.claim_hcas).
+The sample also carries the host's CPUs and MemTotal (NodeSample.host, fabric.collectors.host), as nvml's does.
 
 Every device with a `ports/` directory is read the same way, IB or not (iWARP/RoCE devices such as i40iw0 have
 ports too). Counters stay in their native units: `port_xmit_data`/`port_rcv_data` count 4-octet words and
@@ -47,6 +48,7 @@ import time
 
 from fabric.importers.types import normalise_guid
 
+from .host import MEMINFO, read_host
 from .samples import HcaSample, NodeSample, PortSample
 
 COUNTER_DIRS = ("counters", "counters_ext", "hw_counters")
@@ -101,11 +103,14 @@ def _port_sort_key(name: str) -> tuple[int, str]:
 class SysfsIbCollector:
     name = "sysfs-ib"
 
-    def __init__(self, root: str = "/sys/class/infiniband") -> None:
+    def __init__(self, root: str = "/sys/class/infiniband", meminfo: str = MEMINFO) -> None:
         self.root = root
+        self.meminfo = meminfo  # the host's memory (fabric.collectors.host): a host path where the agent is contained
 
     def collect(self, node: str) -> NodeSample:
         sample = NodeSample(node=node, collected_at=time.time(), collector=self.name)
+        sample.host, host_errors = read_host(self.meminfo)
+        sample.errors += host_errors
         if not os.path.isdir(self.root):
             sample.errors.append(f"{self.root}: no such directory (no InfiniBand devices?)")
             return sample
