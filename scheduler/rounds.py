@@ -32,10 +32,24 @@ def run_round(cluster_id: int, trigger: str = "manual") -> SchedulingRound:
     PostgreSQL aborts for a deadlock runs again from a new snapshot (atomic_retry)."""
     cluster = Cluster.objects.get(pk=cluster_id)
     actions.ensure_scheduler(cluster)
+    t0 = time.perf_counter()
     record = _round(cluster_id, trigger)
+    _record_commit(record, t0)
     # Queue order and reasons, the last round on the overview (placements also mark through job events).
     events.live_changed(cluster_id, ("queue", "overview"))
     return record
+
+
+def _record_commit(record: SchedulingRound, t0: float) -> None:
+    """A round lasts until its decisions are committed and visible: duration_ms is set again after the
+    COMMIT (a retried round counts its retries), and stats.commit_ms holds the part after the engine's work
+    was saved. One UPDATE, outside the round's transaction."""
+    if connection.in_atomic_block:  # inside a caller's transaction (tests): nothing is committed yet
+        return
+    total = (time.perf_counter() - t0) * 1000
+    record.stats["commit_ms"] = round(max(0.0, total - record.duration_ms), 1)
+    record.duration_ms = total
+    SchedulingRound.objects.filter(pk=record.pk).update(duration_ms=total, stats=record.stats)
 
 
 @atomic_retry

@@ -1,0 +1,43 @@
+"""A round lasts until its decisions are committed: SchedulingRound.duration_ms is set after the COMMIT."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.db import connections
+
+from scheduler import rounds
+from scheduler.models import SchedulingRound
+from scheduler.rounds import run_round
+
+
+@pytest.mark.django_db(transaction=True)
+def test_duration_counts_the_commit(cluster, submit, monkeypatch):
+    submit(8)  # (in a transactional test its submit's own round has placed it already)
+    wrapper = connections["default"]
+    real_commit = wrapper.commit
+    slow_commit_s = 0.3
+
+    def slow(*a, **kw):  # the COMMIT of the round's transaction takes 300 ms
+        time.sleep(slow_commit_s)
+        return real_commit(*a, **kw)
+
+    monkeypatch.setattr(wrapper, "commit", slow)
+    t0 = time.perf_counter()
+    record = run_round(cluster.pk, "test")
+    wall_ms = (time.perf_counter() - t0) * 1000
+    monkeypatch.setattr(wrapper, "commit", real_commit)
+    stored = SchedulingRound.objects.get(pk=record.pk)
+    assert stored.duration_ms >= slow_commit_s * 1000  # before: measured before the save and the commit
+    assert stored.stats["commit_ms"] >= slow_commit_s * 1000
+    assert stored.duration_ms <= wall_ms
+
+
+@pytest.mark.django_db
+def test_inside_a_callers_transaction_nothing_is_rewritten(cluster, submit, monkeypatch):
+    calls = []
+    monkeypatch.setattr(rounds.SchedulingRound.objects, "filter", lambda **kw: calls.append(kw))
+    submit(1)
+    record = run_round(cluster.pk, "test")
+    assert "commit_ms" not in record.stats and calls == []
