@@ -4,3 +4,8 @@ from django.apps import AppConfig
 class FabricConfig(AppConfig):
     name = "fabric"
     verbose_name = "Fabric inventory"
+
+    def ready(self) -> None:
+        from fabric.collectors.registry import check_settings
+
+        check_settings()  # a misspelt TELEMETRY_COLLECTOR stops every process at start, naming the wrong name

@@ -116,11 +116,11 @@ def _poll_cluster(cluster_id: int, name: str) -> int:
 
 @shared_task(acks_late=False, ignore_result=False, soft_time_limit=20)
 def poll_node(hostname: str, collector: str) -> dict:
-    """On the node agent: read the hardware, return the sample as JSON. No database access here."""
-    from fabric.collectors.registry import get_collector
+    """On the node agent: read the hardware, return the sample as JSON. No database access here. `collector` may
+    name several (nvml,sysfs-ib: one merged sample) or auto; the agent keeps the collector from poll to poll."""
+    from fabric.collectors.registry import agent_collector
 
-    options = settings.COLLECTOR_OPTIONS.get(collector, {})
-    return dataclasses.asdict(get_collector(collector, **options).collect(hostname))
+    return dataclasses.asdict(agent_collector(collector).collect(hostname))
 
 
 @shared_task(acks_late=False, ignore_result=False, soft_time_limit=30)

@@ -2,16 +2,19 @@
 
 A collector setting names one collector (`nvml`), several joined by "," or "+" (`nvml,sysfs-ib`: one sample per
 node out of all of them, fabric.collectors.combined), or `auto` (nvml and sysfs-ib, each where the host has its
-hardware). `collector_parts` checks such a name; `get_collector` makes the collector it names.
+hardware). `collector_parts` checks such a name; `get_collector` makes the collector it names; `agent_collector` is
+the one a node agent keeps from poll to poll; `check_settings` refuses a setting naming an unknown collector at start.
 """
 
 from __future__ import annotations
 
 import inspect
 import re
+import threading
 from typing import Any, Protocol
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from fabric.collectors.samples import NodeSample
@@ -98,3 +101,43 @@ def get_collector(name: str, **options: Any) -> Collector:
     if auto:
         return AutoCollector(factories, **{k: v for k, v in given.items() if k in auto_options})
     return CombinedCollector(factories)
+
+
+_kept = threading.local()  # per worker thread: name -> (the settings it was made from, the collector)
+
+
+def agent_collector(name: str) -> Collector:
+    """The collector a node agent polls with for `name`, with its COLLECTOR_OPTIONS entry: made on the first poll and
+    kept for the next ones (per worker thread), as long as COLLECTORS and COLLECTOR_OPTIONS stay the same. What a
+    collector keeps between polls needs that: NVML initialised once and its XID event set (a new one each poll would
+    miss the XIDs raised between polls and leak an event set a poll), the prometheus collector's last XID per GPU
+    (else an old XID is reported as new every poll), auto's parts found once."""
+    made_from = (
+        name,
+        dict(settings.COLLECTORS),
+        {key: dict(value) for key, value in settings.COLLECTOR_OPTIONS.items()},
+    )
+    kept = getattr(_kept, "collectors", None)
+    if kept is None:
+        kept = _kept.collectors = {}
+    entry = kept.get(name)
+    if entry is None or entry[0] != made_from:
+        entry = kept[name] = (made_from, get_collector(name, **settings.COLLECTOR_OPTIONS.get(name, {})))
+    return entry[1]
+
+
+def check_settings() -> None:
+    """At start (fabric's AppConfig.ready, in every process): TELEMETRY_COLLECTOR names collectors there are, and
+    TELEMETRY_SWITCH_COLLECTOR one of them; else ImproperlyConfigured naming the setting and the wrong name."""
+    value = settings.TELEMETRY_COLLECTOR
+    if value:
+        try:
+            collector_parts(value)
+        except UnknownCollector as exc:
+            raise ImproperlyConfigured(f"TELEMETRY_COLLECTOR={value!r}: {exc.args[0]}") from None
+    switch = settings.TELEMETRY_SWITCH_COLLECTOR
+    if switch and switch not in settings.COLLECTORS:
+        raise ImproperlyConfigured(
+            f"TELEMETRY_SWITCH_COLLECTOR={switch!r}: unknown collector (it reads switch ports: one collector, "
+            f"perfquery or twin); configured: {', '.join(collector_names())}"
+        )
