@@ -253,13 +253,16 @@ COLLECTORS = {
     "twin": "fabric.collectors.twin.TwinCollector",
 }
 # Constructor options per collector for the node agents (e.g. {"sysfs-ib": {"root": "/host/sys/class/infiniband"}}).
+# A list (nvml,sysfs-ib) gives each collector its own entry; auto also takes "pci_root" and "nvidia_proc".
 # perfquery: a switch poll must finish inside poll_switches' 30 s limit, however many switches hang.
 # prometheus: a scraped page over PROMETHEUS_SCRAPE_MAX_BYTES is refused (an error in the sample), never parsed.
 COLLECTOR_OPTIONS: dict[str, dict] = {
     "perfquery": {"timeout": 5, "budget": 20},
     "prometheus": {"max_bytes": env.int("PROMETHEUS_SCRAPE_MAX_BYTES", default=32 * 1024 * 1024)},
 }
-# The collector beat polls every node with; empty: no polling.
+# The collector beat polls every node with: one name above, several joined by ',' (nvml,sysfs-ib: GPUs, IB ports and
+# HCA GUIDs in one sample), or auto (nvml and sysfs-ib, each where the host has its hardware); empty: no polling.
+# Checked at start (fabric.collectors.registry.check_settings): an unknown name stops the process, named.
 TELEMETRY_COLLECTOR = env.str("TELEMETRY_COLLECTOR", default="")
 TELEMETRY_INTERVAL_S = env.float("TELEMETRY_INTERVAL_S", 10.0)
 # Switch ports have no sysfs: one node per cluster (the fabric agent) reads them over the fabric with
