@@ -85,6 +85,19 @@ def test_table_plots_and_progress(tmp_path, capsys):
     assert (tmp_path / "utilisation.png").exists()
 
 
+def test_plot_without_matplotlib_is_refused_before_the_replay(tmp_path, monkeypatch):
+    # The demo's install has no matplotlib: say so at once, not with a traceback after the replay.
+    import importlib.util
+
+    from django.core.management.base import CommandError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    with pytest.raises(CommandError, match=r"--plot needs matplotlib: pip install '\.\[sim\]'"):
+        replay("--trace", "tiresias", TIRESIAS, "--cluster-spec", "2x4", "--plot", str(tmp_path))
+    assert not any(tmp_path.iterdir())
+
+
 def test_pollux_with_network_model_prints_the_blind_ratio():
     text = replay(
         "--trace",

@@ -25,6 +25,7 @@ settings.WHATIF_TRACE_DIRS.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -147,6 +148,9 @@ class Command(BaseCommand):
             raise CommandError(f"trace file {path} does not exist")
         if o["round_s"] <= 0:
             raise CommandError("--round-s must be > 0")
+        if o["plot"] and importlib.util.find_spec("matplotlib") is None:
+            # Before the replay, not after minutes of it: the demo's install has no matplotlib.
+            raise CommandError("--plot needs matplotlib: pip install '.[sim]' (the project's 'sim' extra)")
         progress = _Progress(not o["no_progress"], sys.stderr)
         if kind == "alibaba":
             return self._fractional(path, o, progress)
@@ -174,10 +178,8 @@ class Command(BaseCommand):
         trace, results = run.trace, run.results
         plots = []
         if o["plot"]:
-            try:
-                from scheduler.sim.plots import write_plots
-            except ImportError as exc:  # pragma: no cover - matplotlib is pinned
-                raise CommandError(f"--plot needs matplotlib: {exc}") from exc
+            from scheduler.sim.plots import write_plots
+
             title = f"{trace.kind} on {cluster.label}, network model {o['network_model']}"
             plots = [str(p) for p in write_plots(results, o["plot"], title)]
         if o["json"]:
