@@ -57,6 +57,8 @@ def _problems(tenant: Tenant, pool: Pool, priority: PriorityClass, data: dict[st
     memory = data.get("gpu_memory_mib")
     if memory is not None and not any(m["memory_mib"] >= memory for m in candidates):
         errors["gpu_memory_mib"] = f"no GPU of pool {pool.name} has {memory} MiB"
+    if total:
+        errors.update(_check_host(pool, data.get("host_cpu_milli"), data.get("host_memory_mib"), nodes, model))
 
     if sharing == SharingMode.MPS:
         pct = data.get("mps_compute_pct")
@@ -92,6 +94,64 @@ def _problems(tenant: Tenant, pool: Pool, priority: PriorityClass, data: dict[st
     if data.get("workload") == Workload.DATA_INTENSIVE and dataset is None:
         errors["dataset_node"] = "a data-intensive job names the storage node that holds its dataset"
     return errors
+
+
+def cpus_text(milli: int) -> str:
+    """Milli-CPUs in the API's unit: 64000 -> "64 CPUs", 500 -> "0.5 CPUs", 1000 -> "1 CPU"."""
+    whole, part = divmod(milli, 1000)
+    number = f"{whole}.{part:03d}".rstrip("0") if part else str(whole)
+    return f"{number} CPU" + ("" if milli == 1000 else "s")
+
+
+def _check_host(pool: Pool, cpu: int | None, mem: int | None, gang: int | None, model: str) -> dict[str, str]:
+    """Host CPU and memory asked for on each node, against the pool's nodes with GPUs (of `model`) in one query: a
+    node fits when it has both in all (a node that does not track one, 0, always has it); refused when no node fits,
+    naming the largest figures there are, or for a gang, when fewer nodes fit than it needs."""
+    if not cpu and not mem:
+        return {}
+    gpus = pool_gpus(pool).filter(model=model) if model else pool_gpus(pool)
+    nodes = list(gpus.order_by().values_list("node_id", "node__cpu_milli", "node__memory_mib").distinct())
+    if not nodes:
+        return {}
+    cpu_ok = [not cpu or c == 0 or c >= cpu for _, c, _ in nodes]
+    mem_ok = [not mem or m == 0 or m >= mem for _, _, m in nodes]
+    fitting = sum(1 for a, b in zip(cpu_ok, mem_ok, strict=True) if a and b)
+    needed = gang or 1
+    if fitting >= needed:
+        return {}
+    where = f"pool {pool.name}" + (f" with {model} GPUs" if model else "")
+    asked = " and ".join([*([cpus_text(cpu)] if cpu else []), *([f"{mem} MiB of host memory"] if mem else [])])
+    fields = [f for f, given in (("cpus", cpu), ("host_memory_mib", mem)) if given]
+    if fitting:  # a gang: some nodes have it, too few
+        have = "node of {} has" if fitting == 1 else "nodes of {} have"
+        problem = f"a gang of {gang} nodes asks for {asked} on each; only {fitting} {have.format(where)} that much"
+        return dict.fromkeys(fields, problem)
+    errors: dict[str, str] = {}
+    if cpu and not any(cpu_ok):
+        largest = max(c for _, c, _ in nodes)
+        errors["cpus"] = f"asks for {cpus_text(cpu)} on each node; the largest node of {where} has {cpus_text(largest)}"
+    if mem and not any(mem_ok):
+        largest = max(m for _, _, m in nodes)
+        errors["host_memory_mib"] = (
+            f"asks for {mem} MiB of host memory on each node; the largest node of {where} has {largest} MiB"
+        )
+    if not errors:  # each fits on some node, never both on one (an untracked amount counts as the most)
+        most_cpu = max(nodes, key=lambda n: (n[1] or HOST_UNTRACKED, n[2] or HOST_UNTRACKED))
+        most_mem = max(nodes, key=lambda n: (n[2] or HOST_UNTRACKED, n[1] or HOST_UNTRACKED))
+        problem = (
+            f"asks for {asked} on each node; no node of {where} has both (the one with the most CPUs has "
+            f"{_host_text(*most_cpu[1:])}, the one with the most memory {_host_text(*most_mem[1:])})"
+        )
+        errors = dict.fromkeys(fields, problem)
+    return errors
+
+
+HOST_UNTRACKED = 1 << 62  # what a node that does not track CPU or memory (0) has, for comparisons
+
+
+def _host_text(cpu_milli: int, memory_mib: int) -> str:
+    cpus = cpus_text(cpu_milli) if cpu_milli else "CPUs not tracked"
+    return f"{cpus} and " + (f"{memory_mib} MiB" if memory_mib else "memory not tracked")
 
 
 def mps_memory_default(pool: Pool, compute_pct: int, model: str = "") -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
@@ -16,7 +18,8 @@ from scheduler.selectors import QueueEntry, priority_class_names, priority_limit
 JOB_FIELDS = [
     "id", "url", "name", "tenant", "cluster", "pool", "gpus", "nodes", "gpus_per_node", "gpu_model",
     "gpu_memory_mib", "sharing", "fraction", "mps_memory_mib", "mig_profile", "priority_class", "preemptible",
-    "workload", "require", "allreduce_mb", "step_compute_ms", "dataset_node", "est_runtime_s", "checkpoint_cost_s",
+    "workload", "require", "allreduce_mb", "step_compute_ms", "cpus", "host_memory_mib", "dataset_node",
+    "est_runtime_s", "checkpoint_cost_s",
     "grace_period_s", "requeue_opt_out",
     "command", "image", "env", "workdir", "generation", "status", "status_reason", "pending_reason", "held",
     "queue_position", "estimated_start", "start_estimate", "borrowed", "submitted_at", "started_at", "finished_at",
@@ -25,6 +28,9 @@ JOB_READ_ONLY = [
     "tenant", "cluster", "generation", "status", "status_reason", "pending_reason", "held", "queue_position",
     "estimated_start", "start_estimate", "borrowed", "submitted_at", "started_at", "finished_at",
 ]  # fmt: skip
+
+HOST_MAX = 2**31 - 1  # the Job's and Node's PositiveIntegerField: MiB, milli-CPUs
+CPUS_MAX = Decimal(HOST_MAX) / 1000
 
 # What a submit may send: every 400 of POST /jobs/ names one of these (the schema lists them, views.JobViewSet.create).
 JOB_WRITABLE = [f for f in JOB_FIELDS if f not in JOB_READ_ONLY and f not in ("id", "url")]
@@ -127,6 +133,18 @@ class JobSerializer(StrictModelSerializer):
         min_value=0.001, max_value=3.6e6, required=False, allow_null=True,
         help_text="Compute ms per step on one GPU: with allreduce_mb, how much a spread placement slows the job.",
     )  # fmt: skip
+    cpus = serializers.DecimalField(
+        max_digits=10, decimal_places=3, min_value=Decimal("0.001"), max_value=CPUS_MAX, coerce_to_string=False,
+        required=False, allow_null=True,
+        help_text="Host CPUs on each node it runs on, to 0.001 (0.5: half a CPU); placed only where a node has that "
+        "many left (nodes that do not track CPUs always have). Default: none asked. The container launcher passes it "
+        "as --cpus; the process launcher does not enforce it.",
+    )  # fmt: skip
+    host_memory_mib = serializers.IntegerField(
+        min_value=1, max_value=HOST_MAX, required=False, allow_null=True,
+        help_text="Host memory on each node it runs on, MiB; placed only where a node has that much left. Default: "
+        "none asked. The container launcher passes it as --memory; the process launcher does not enforce it.",
+    )  # fmt: skip
     est_runtime_s = serializers.IntegerField(min_value=1, required=False, allow_null=True)
     checkpoint_cost_s = serializers.IntegerField(min_value=0, required=False)
     grace_period_s = serializers.IntegerField(min_value=0, max_value=3600, required=False)
@@ -184,6 +202,8 @@ class JobSerializer(StrictModelSerializer):
     def to_representation(self, job: Job) -> dict:
         data = super().to_representation(job)
         data["fraction"] = job.mps_compute_pct / 100 if job.mps_compute_pct else None
+        milli = job.host_cpu_milli
+        data["cpus"] = self.fields["cpus"].to_representation(Decimal(milli) / 1000) if milli else None
         return data
 
 

@@ -163,6 +163,8 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
         priority = data.pop("priority_class", None) or PriorityClass.objects.get(name="normal")
         fraction = data.pop("fraction", None)
         data["mps_compute_pct"] = round(fraction * 100) if fraction is not None else None
+        cpus = data.pop("cpus", None)
+        data["host_cpu_milli"] = int(cpus * 1000) if cpus is not None else None
         data.setdefault("sharing", pool.sharing)
         data.setdefault("workload", Workload.TRAINING)
         if data.get("preemptible") is None:

@@ -32,6 +32,12 @@ class Job(models.Model):
     # The job's own profile, as the placement cost model prices it (docs/scheduler.md); unset = the workload's default.
     allreduce_mb = models.FloatField(null=True, blank=True, help_text="Gradient MB all-reduced per training step.")
     step_compute_ms = models.FloatField(null=True, blank=True, help_text="Compute ms per step on one GPU.")
+    # Host CPU and memory on each node it runs on (scheduler.core JobRequest.host_*; Slurm's --mem is per node),
+    # placed against the nodes' Node.cpu_milli / memory_mib; null: none asked. The API's `cpus` is this / 1000.
+    host_cpu_milli = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Host CPU on each node, milli-CPUs (the API's cpus x 1000)."
+    )
+    host_memory_mib = models.PositiveIntegerField(null=True, blank=True, help_text="Host memory on each node, MiB.")
     est_runtime_s = models.PositiveIntegerField(null=True, blank=True)
     checkpoint_cost_s = models.PositiveIntegerField(default=60, help_text="Seconds to checkpoint and restart.")
     grace_period_s = models.PositiveIntegerField(default=30, help_text="Seconds between SIGTERM and SIGKILL.")
