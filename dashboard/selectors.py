@@ -36,7 +36,7 @@ from fabric.collectors.samples import FABRIC_SOURCE
 from fabric.ingest import node_loads
 from fabric.models import GPU, Alert, Cluster, Link, Node, Port, Switch
 from fabric.selectors import fabric_version
-from fabric.telemetry.imbalance import spread
+from fabric.telemetry.imbalance import IDLE_BELOW, spread
 from fabric.topology.graph import FabricGraph, natural_key
 from fabric.topology.layout import Layout, LayoutLink, LayoutNode, LayoutSwitch, layout
 from fabric.topology.tiers import Tiers, detect_tiers
@@ -354,7 +354,7 @@ def overview(c: _Cluster, trend: list[dict] | None = None) -> dict:
     return {
         "cluster": {"id": c.row["id"], "name": c.row["name"]},
         "gpus": gpus,
-        "utilisation": {"mean": _r(utilisation.mean, 3), "cv": _r(utilisation.cv, 3)},
+        "utilisation": {"mean": _r(utilisation.mean, 3), "cv": spread_cv(utilisation)},
         "queue": {"by_priority": by_priority, "running": running},
         "last_round": None
         if last is None
@@ -362,6 +362,15 @@ def overview(c: _Cluster, trend: list[dict] | None = None) -> dict:
         "alerts": severities,
         "trend": list(trend or []),
     }
+
+
+def spread_cv(utilisation) -> float | None:
+    """The overview's spread: the coefficient of variation of GPU utilisation (stddev / mean), or None when the mean is
+    under IDLE_BELOW (5 %). Near a zero mean the ratio measures noise, not imbalance: one GPU at 1 % beside three
+    idle ones has a mean of 0.25 % and a CV of sqrt(3) = 1.73, which would read as a badly balanced cluster."""
+    if utilisation.mean is None or utilisation.cv is None or utilisation.mean < IDLE_BELOW:
+        return None
+    return _r(utilisation.cv, 3)
 
 
 def trend_point(data: dict, at: datetime | None = None) -> dict:

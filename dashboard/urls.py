@@ -10,6 +10,7 @@ urlpatterns = [
     path("my/", views.my_page, name="my"),
     path("my/jobs/<int:job_id>/", views.my_job_page, name="my-job"),
     path("legend.css", views.legend_css, name="legend-css"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("accounts/login/", views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("clusters/<int:cluster_id>/fabric/", views.fabric_page, name="fabric"),

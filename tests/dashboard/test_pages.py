@@ -205,6 +205,41 @@ def test_overview_shows_each_cluster_with_its_live_numbers(staff, busy):
     assert re.search(r'data-priority="high"><span class="k">high</span> <b>1</b>', html)
 
 
+def report_gpu_utilisation(cluster, percents: list[float]) -> None:
+    """The latest GPU utilisation of the cluster's first GPUs, as ingest leaves it in the cache (one node's load)."""
+    from django.core.cache import cache
+
+    from fabric.ingest import load_key
+
+    gpus = list(GPU.objects.filter(node__cluster=cluster, node__role="compute").order_by("pk")[: len(percents)])
+    metrics = {g.pk: (pct, 1000.0, 81559.0, 50.0, 300.0) for g, pct in zip(gpus, percents, strict=True)}
+    cache.set(load_key(cluster.pk, gpus[0].node.hostname), {"links": {}, "gpus": {}, "gpu_metrics": metrics})
+
+
+def spread_shown(html: str) -> str:
+    return re.search(r'data-field="utilisation.cv" data-format="cv">([^<]*)<', html).group(1)
+
+
+def test_overview_shows_no_spread_while_the_gpus_are_idle(staff, busy):
+    # One GPU at 1 % beside three idle ones: mean 0.25 %, CV = sqrt(3) = 1.73, the issue's "1.73 at 0 %".
+    cluster = busy["site"].cluster
+    report_gpu_utilisation(cluster, [1.0, 0.0, 0.0, 0.0])
+    response = staff.get(reverse("overview"))
+    live = next(c for c in response.context["clusters"] if c["id"] == cluster.pk)["live"]
+    assert live["utilisation"] == {"mean": 0.003, "cv": None}
+    assert spread_shown(response.content.decode()) == "\N{EN DASH}"
+
+
+def test_overview_shows_the_spread_of_a_busy_cluster(staff, busy):
+    # 10, 10, 10, 50 %: mean 20 %, population stddev sqrt((3 x 10^2 + 30^2) / 4) = sqrt(300) = 17.32 %, CV 0.866.
+    cluster = busy["site"].cluster
+    report_gpu_utilisation(cluster, [10.0, 10.0, 10.0, 50.0])
+    response = staff.get(reverse("overview"))
+    live = next(c for c in response.context["clusters"] if c["id"] == cluster.pk)["live"]
+    assert live["utilisation"] == {"mean": 0.2, "cv": 0.866}
+    assert spread_shown(response.content.decode()) == "0.87"
+
+
 def test_overview_without_clusters_says_how_to_make_one(staff):
     html = staff.get(reverse("overview")).content.decode()
     assert 'data-testid="empty"' in html and "generate_fabric" in html
@@ -507,6 +542,14 @@ def test_legend_stylesheet_is_the_one_legend(client):
     assert f".st-gpu_health-failed {{ --c: {GpuHealth.colour('failed')}; }}" in css
     assert f".st-alert_severity-critical {{ --c: {AlertSeverity.colour('critical')}; }}" in css
     assert ".st-switch_role-none" in css
+
+
+def test_favicon_ico_is_served_to_anyone(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 200 and response["Content-Type"] == "image/vnd.microsoft.icon"
+    body = response.content
+    assert body[:4] == b"\x00\x00\x01\x00" and int.from_bytes(body[4:6], "little") == 3  # an ICO of 3 sizes
+    assert "max-age=86400" in response["Cache-Control"]
 
 
 #
