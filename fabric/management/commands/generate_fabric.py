@@ -5,6 +5,7 @@ import time
 
 from django.core.management.base import BaseCommand, CommandError
 
+from clusterctl.celery import tasks_left_to_the_server
 from fabric.actions import generate_fabric, no_progress
 from fabric.topology.rates import SPEEDS
 
@@ -41,7 +42,8 @@ class Command(BaseCommand):
         }
         try:
             progress = self._progress if o["verbosity"] >= 1 else no_progress
-            summary = generate_fabric(o["cluster"], progress=progress, **params).to_dict()
+            with tasks_left_to_the_server():  # the demo process broadcasts what changed (embedded mode)
+                summary = generate_fabric(o["cluster"], progress=progress, **params).to_dict()
         except (ValueError, KeyError) as exc:
             raise CommandError(str(exc).strip("'\"")) from exc
         summary["seconds"] = round(time.monotonic() - started, 2)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from clusterctl.celery import tasks_left_to_the_server
 from fabric.actions import ActionError
 from fabric.importers import read_text
 from fabric.importing import ALL_FORMATS, ParseError, import_text
@@ -31,7 +32,8 @@ class Command(BaseCommand):
                 text, source = read_text(path), path
             if not options["json"]:
                 self.stderr.write(f"parsing {source} as {fmt} ...")
-            summary = import_text(cluster, fmt, text, source=source, node=node, progress=self._progress)
+            with tasks_left_to_the_server():  # the demo process broadcasts what changed (embedded mode)
+                summary = import_text(cluster, fmt, text, source=source, node=node, progress=self._progress)
         except (ParseError, ActionError) as exc:
             raise CommandError(f"{exc}\nnothing was stored.") from exc
         self._print(summary, as_json=options["json"])
