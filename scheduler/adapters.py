@@ -53,7 +53,7 @@ JOB_FIELDS = (
     "preemptible", "workload", "dataset_node_id", "est_runtime_s", "checkpoint_cost_s", "submitted_at",
     "attained_gpu_s", "queue_seq", "requeue_opt_out", "status", "version", "held", "pending_reason", "started_at",
     "last_migrated_at", "borrowed", "preempted_for", "preempted_at", "preempted_gpus", "require", "allreduce_mb",
-    "step_compute_ms",
+    "step_compute_ms", "host_cpu_milli", "host_memory_mib",
 )  # fmt: skip
 
 
@@ -147,6 +147,8 @@ def _request(job: JobRow, hostname_of: dict[int, str], now_ts: float) -> JobRequ
         require=job.require or None,
         allreduce_bytes=job.allreduce_mb * 1e6 if job.allreduce_mb is not None else None,
         step_compute_s=job.step_compute_ms / 1000 if job.step_compute_ms is not None else None,
+        host_cpu_milli=job.host_cpu_milli or 0,
+        host_memory_mib=job.host_memory_mib or 0,
         checkpoint_cost_s=float(job.checkpoint_cost_s),
         submitted_at=job.submitted_at.timestamp(),
         attained_gpu_s=job.attained_gpu_s,
@@ -225,11 +227,17 @@ def _job_rows(cluster_id: int) -> list[JobRow]:
     return [cache[pk] for pk in versions if pk in cache]
 
 
+MIX_FIELDS = (
+    "pool_id", "sharing", "gpus", "mps_compute_pct", "mps_memory_mib", "mig_profile", "gpu_model", "host_cpu_milli",
+    "host_memory_mib",
+)  # fmt: skip
+
+
 def _request_mix(cluster_id: int, now_ts: float) -> list[RequestClass]:
     """The recent mix of shared-GPU requests: the cluster's shared jobs submitted in the last
-    REQUEST_MIX_WINDOW_S (whatever became of them) and every pending one, counted per shape and hour of
-    submission in one grouped query, each count weighed 2^(-age / REQUEST_MIX_HALF_LIFE_S) (age from the hour's
-    start, at most the window)."""
+    REQUEST_MIX_WINDOW_S (whatever became of them) and every pending one, counted per shape (host CPU and memory
+    per node included) and hour of submission in one grouped query, each count weighed
+    2^(-age / REQUEST_MIX_HALF_LIFE_S) (age from the hour's start, at most the window)."""
     since = datetime.fromtimestamp(now_ts - REQUEST_MIX_WINDOW_S, tz=UTC)
     rows = (
         Job.objects.filter(pool__cluster_id=cluster_id)
@@ -237,7 +245,7 @@ def _request_mix(cluster_id: int, now_ts: float) -> list[RequestClass]:
         .filter(Q(submitted_at__gte=since) | Q(status=JobStatus.PENDING))
         .annotate(hour=TruncHour("submitted_at"))
         .order_by()
-        .values("pool_id", "sharing", "gpus", "mps_compute_pct", "mps_memory_mib", "mig_profile", "gpu_model", "hour")
+        .values(*MIX_FIELDS, "hour")
         .annotate(n=Count("pk"))
     )
     out = []
@@ -253,6 +261,8 @@ def _request_mix(cluster_id: int, now_ts: float) -> list[RequestClass]:
                 mig_profile=r["mig_profile"] or None,
                 gpu_model=r["gpu_model"] or None,
                 weight=r["n"] * 0.5 ** (age / REQUEST_MIX_HALF_LIFE_S),
+                host_cpu_milli=r["host_cpu_milli"] or 0,
+                host_memory_mib=r["host_memory_mib"] or 0,
             )
         )
     return out
@@ -275,7 +285,9 @@ def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
     index = SnapshotIndex(cluster_id=cluster_id)
     fabric, topology = fabric_and_topology(cluster_id)
 
-    node_rows = list(Node.objects.filter(cluster_id=cluster_id).values("pk", "hostname", "role", "state"))
+    node_rows = list(
+        Node.objects.filter(cluster_id=cluster_id).values("pk", "hostname", "role", "state", "cpu_milli", "memory_mib")
+    )
     hostname_of = {n["pk"]: n["hostname"] for n in node_rows}
     # Live load from telemetry's latest state (fabric.ingest); zero where no sample has arrived yet.
     link_util, gpu_util = latest_utilisation(cluster_id, list(hostname_of.values()))
@@ -356,6 +368,10 @@ def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
                 nvlink_islands=_islands([g.index for g in gpus], topologies.get(n["pk"]), nvlink),
                 hca_gbps=hca_gbps.get(n["hostname"], 0.0),
                 up=n["state"] != NodeStatus.DOWN,
+                # What jobs may take of the host (the agent's report or the operator's value); 0: not tracked.
+                # What running jobs hold of it the engine subtracts from their requests (ClusterState).
+                cpu_milli=n["cpu_milli"],
+                memory_mib=n["memory_mib"],
             )
         )
 
