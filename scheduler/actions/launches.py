@@ -187,6 +187,8 @@ def launch_job(job_id: int) -> list[Launch]:
             "workdir": job.workdir,
             "run_as": job.tenant.run_as,  # uid:gid on the nodes (scheduler/launch/checks.py); "" the agent's user
             "grace_s": job.grace_period_s,
+            # The host CPU and memory the job was placed by on each node: the container launcher limits it to them.
+            "limits": {"cpu_milli": job.host_cpu_milli or 0, "memory_mib": job.host_memory_mib or 0},
             "affinity": {"nics": topo.nics, "nic_affinity": topo.nic_affinity} if topo and topo.nics else None,
         }
         rows.append(

@@ -223,6 +223,8 @@ class NodeAgent:
                     + (f" (it gives only the image {image}; run it on container nodes)" if image else "")
                 )
             argv_of(command)
+            # The payload's host CPU and memory limits are not enforced here: they decided the placement; the
+            # processes share the host (docs/running-jobs.md). The container launcher passes them to the engine.
             return LaunchSpec(
                 job.job_id,
                 job.generation,
@@ -235,6 +237,7 @@ class NodeAgent:
             )
         if not image:
             raise LaunchRefused(f"{self.host}: job {job.job_id} has no image, and this node runs jobs in containers")
+        limits = payload.get("limits") or {}  # a control plane of an older version sends none
         return ContainerSpec(
             job.job_id,
             job.generation,
@@ -245,6 +248,8 @@ class NodeAgent:
             workdir=workdir,
             checkpoint_dir=checkpoint,
             user=user,
+            cpu_milli=limits.get("cpu_milli", 0),
+            memory_mib=limits.get("memory_mib", 0),
         )
 
     def _done_generation(self, job_id: int) -> int:

@@ -106,3 +106,21 @@ def parse_run_as(run_as: str) -> tuple[int, int] | None:
         return None
     uid, gid = run_as.split(":")
     return int(uid), int(gid)
+
+
+LIMIT_MAX = 2**31 - 1  # the Job's PositiveIntegerField: milli-CPUs, MiB
+
+
+def limits_problem(cpu_milli: object, memory_mib: object) -> str | None:
+    """Why a job's host CPU (milli-CPUs) or memory (MiB) limit cannot go on an engine's command line, or None.
+    0 is no limit; anything else is a whole number an engine takes."""
+    for name, value in (("CPU limit (milli-CPUs)", cpu_milli), ("memory limit (MiB)", memory_mib)):
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= LIMIT_MAX:
+            return f"the {name} must be a whole number from 0 to {LIMIT_MAX}, not {value!r}"
+    return None
+
+
+def cpus_arg(cpu_milli: int) -> str:
+    """Milli-CPUs as `--cpus` takes them: 500 -> "0.5", 12345 -> "12.345", 64000 -> "64"."""
+    whole, part = divmod(cpu_milli, 1000)
+    return f"{whole}.{part:03d}".rstrip("0") if part else str(whole)

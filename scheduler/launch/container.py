@@ -17,6 +17,8 @@ runs them. Choices, each for a reason:
   with pflag, which takes "--" as the end of the options); what follows the image is the container's command.
 - `--user uid:gid` where the job's tenant has a run_as: its processes are not root inside the container, and
   with rootless podman not root on the host either (docs/running-jobs.md).
+- `--cpus` / `--memory` (and `--memory-swap`, the same) from the host CPU and memory the job asked for on each node
+  and was placed by; none when it asked none.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .checks import image_problem, parse_run_as, workdir_problem
+from .checks import cpus_arg, image_problem, limits_problem, parse_run_as, workdir_problem
 from .env import GpuShare, environment_problem
 from .ledger import NodeLedger
 from .process import ProcessStatus, RunDirLauncher, StopResult, split_simple
@@ -50,6 +52,7 @@ from .state import (
 )
 
 ENGINES = ("docker", "podman")
+ENGINE_MEMORY_MIN_MIB = 6  # docker refuses a smaller --memory ("Minimum memory limit allowed is 6MB")
 SIGKILL_EXIT = 137  # 128 + 9: how an engine reports a container killed by SIGKILL
 
 
@@ -66,6 +69,10 @@ class ContainerSpec:
     shm_size: str = ""  # "" shares the host's IPC namespace instead
     infiniband: bool = True
     user: str = ""  # "uid:gid" the container's processes run as; "" the image's own user
+    # The job's host CPU and memory on this node (Job.host_cpu_milli / host_memory_mib, what the round placed it by):
+    # --cpus (a CFS quota) and --memory with --memory-swap the same (no swap beyond it). 0: no limit.
+    cpu_milli: int = 0
+    memory_mib: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +139,7 @@ class ContainerLauncher(RunDirLauncher):
             "workdir": workdir_problem(spec.workdir),
             "checkpoint directory": workdir_problem(spec.checkpoint_dir),
             "environment": environment_problem(spec.env),
+            "CPU or memory limit": limits_problem(spec.cpu_milli, spec.memory_mib),
         }
         try:
             parse_run_as(spec.user)
@@ -160,6 +168,7 @@ class ContainerLauncher(RunDirLauncher):
             argv += ["--workdir", spec.workdir]
         if spec.user:
             argv += ["--user", spec.user]
+        argv += self.limit_args(spec.cpu_milli, spec.memory_mib)
         argv += ["--", spec.image]
         if isinstance(spec.command, str):
             # A simple command line runs as the container's command itself, so --init's SIGTERM reaches it; a
@@ -175,6 +184,16 @@ class ContainerLauncher(RunDirLauncher):
         if self.cdi:
             return [a for g in gpus for a in ("--device", f"nvidia.com/gpu={g.device}")]
         return ["--gpus", '"device=' + ",".join(g.device for g in gpus) + '"']
+
+    @staticmethod
+    def limit_args(cpu_milli: int, memory_mib: int) -> list[str]:
+        """docker's and podman's own flags: --cpus takes decimals, "m" is MiB to both; --memory-swap equal to
+        --memory leaves the container no swap beyond its memory (as Kubernetes runs pods)."""
+        argv = [f"--cpus={cpus_arg(cpu_milli)}"] if cpu_milli else []
+        if memory_mib:
+            mib = max(memory_mib, ENGINE_MEMORY_MIN_MIB)  # at least what it asked for: engines refuse less than 6
+            argv += [f"--memory={mib}m", f"--memory-swap={mib}m"]
+        return argv
 
     def stop_argv(self, name: str, grace_s: float) -> list[str]:
         return [self.binary, "stop", "--time", str(max(0, math.ceil(grace_s))), name]
