@@ -36,6 +36,12 @@ CPUS_MAX = Decimal(HOST_MAX) / 1000
 JOB_WRITABLE = [f for f in JOB_FIELDS if f not in JOB_READ_ONLY and f not in ("id", "url")]
 
 
+@extend_schema_field({"type": "number", "format": "double", "minimum": 0.001, "maximum": float(CPUS_MAX)})
+class CpusField(serializers.DecimalField):
+    """CPUs to 0.001, read and written as a JSON number. Its bounds are declared as plain numbers: drf-spectacular
+    would put DecimalField's Decimal bounds into the schema as they are, which schema tools cannot compute with."""
+
+
 @extend_schema_field({"type": "string", "maxLength": 255, "pattern": IMAGE_PATTERN})
 class ImageReferenceField(StrictCharField):
     """An image reference; its grammar is declared in the schema and checked by JobSerializer.validate_image."""
@@ -133,7 +139,7 @@ class JobSerializer(StrictModelSerializer):
         min_value=0.001, max_value=3.6e6, required=False, allow_null=True,
         help_text="Compute ms per step on one GPU: with allreduce_mb, how much a spread placement slows the job.",
     )  # fmt: skip
-    cpus = serializers.DecimalField(
+    cpus = CpusField(
         max_digits=10, decimal_places=3, min_value=Decimal("0.001"), max_value=CPUS_MAX, coerce_to_string=False,
         required=False, allow_null=True,
         help_text="Host CPUs on each node it runs on, to 0.001 (0.5: half a CPU); placed only where a node has that "
