@@ -10,10 +10,11 @@ reach a central worker. The simulated cluster is held in process memory, one mod
   raise, so reading them back would keep a flapped link down for good. The twin's faults take links down.
   HCA ports are named as stored (`HCA.device`, `Port.number`), switch ports by switch GUID and port number.
 * GPUs: `fabric.models.GPU` rows (index, UUID, model, memory; board power from TDP_W by model).
-* jobs: every active allocation (`scheduler.models.Allocation`) of a running job: its GPUs, its workload, its
-  dataset's storage node, its share of each GPU (MPS compute %, MIG slices / 7, 1 / time-slice replicas), and
-  for a job on several nodes a ring all-reduce of ALLREDUCE_GBPS_PER_GPU[workload] per GPU of a node, scaled
-  by 0.5-1.5 per job (a fixed hash of its id) so jobs differ as real ones do.
+* jobs: what the scheduler's provider (`fabric.providers.job_demand`, registered by the scheduler app:
+  `scheduler.fabric_feed.twin_jobs`) says holds GPUs: each job's GPUs, its workload, its dataset's storage
+  node, its share of each GPU (MPS compute %, MIG slices / 7, 1 / time-slice replicas), and for a job on
+  several nodes a ring all-reduce of ALLREDUCE_GBPS_PER_GPU[workload] per GPU of a node, scaled by 0.5-1.5 per
+  job (a fixed hash of its id) so jobs differ as real ones do.
 
 The database is read at most once per JOB_REFRESH_S per cluster (so a poll of 130 nodes reads the jobs once):
 the fabric's version (a few aggregates), then the jobs, then `advance`. When the fabric changed the model is
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models import Count, Max, Sum
 
+from fabric import providers
 from fabric.adapters import fabric_for_cluster
 from fabric.choices import CaKind
 from fabric.collectors.samples import NodeSample
@@ -114,39 +116,9 @@ def build_twin(cluster_id: int, *, seed: int = 0, fault_rate: float = 6.0) -> Tw
 
 
 def running_jobs(cluster_id: int) -> list[TwinJob]:
-    """The jobs holding GPUs of the cluster now, as the twin runs them (one query)."""
-    from scheduler.choices import ACTIVE_STATUSES, ShareKind
-    from scheduler.models import Allocation
-
-    rows = (
-        Allocation.objects.filter(active=True, gpu__node__cluster_id=cluster_id, job__status__in=ACTIVE_STATUSES)
-        .order_by("job_id", "gpu__node__hostname", "gpu__index")
-        .values_list(
-            "job_id", "gpu__node__hostname", "gpu__index", "kind", "compute_pct", "mig_slices", "job__workload",
-            "job__dataset_node__hostname", "job__pool__timeslice_replicas",
-        )
-    )  # fmt: skip
-    jobs: dict[int, TwinJob] = {}
-    for job_id, host, index, kind, pct, slices, workload, dataset, replicas in rows:
-        job = jobs.get(job_id)
-        if job is None:
-            if kind == ShareKind.MPS:
-                share = (pct or 100) / 100.0
-            elif kind == ShareKind.MIG:
-                share = max(1, slices or 1) / MIG_SLICES
-            elif kind == ShareKind.TIMESLICE:
-                share = 1.0 / max(1, replicas or 1)
-            else:
-                share = 1.0
-            job = jobs[job_id] = TwinJob(str(job_id), [], workload=workload, dataset_node=dataset, share=share)
-        job.gpus.append((host, index))
-    per_gpu = getattr(settings, "TWIN_ALLREDUCE_GBPS_PER_GPU", None) or ALLREDUCE_GBPS_PER_GPU
-    for job in jobs.values():
-        nodes = job.nodes
-        if len(nodes) > 1:
-            spread = 0.5 + (zlib.crc32(job.job_id.encode()) % 1000) / 1000.0
-            job.allreduce_gbps_per_node = per_gpu.get(job.workload, 0.0) * len(job.gpus) / len(nodes) * spread
-    return list(jobs.values())
+    """The jobs holding GPUs of the cluster now, from the provider the scheduler registers
+    (`fabric.providers`; `scheduler.fabric_feed.twin_jobs`): the fabric does not read jobs itself."""
+    return providers.job_demand(cluster_id)
 
 
 def _options(seed: int | None, fault_rate: float | None) -> tuple[int, float]:

@@ -6,9 +6,13 @@ class SchedulerConfig(AppConfig):
     verbose_name = "Scheduler"
 
     def ready(self) -> None:
-        from fabric import events
+        from fabric import events, providers
+        from scheduler import fabric_feed
 
         events.subscribe(_fabric_changed)
+        # The fabric shows jobs (the twin runs them) and pools (a cluster's load) without importing the scheduler.
+        providers.register_job_demand(fabric_feed.twin_jobs)
+        providers.register_load_section("pools", fabric_feed.pools_load)
 
 
 def _fabric_changed(cluster_id: int, payload: dict) -> None:

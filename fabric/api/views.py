@@ -12,7 +12,7 @@ from rest_framework.response import Response
 
 from clusterctl.openapi import error_response
 from clusterctl.pagination import query_int
-from fabric import actions
+from fabric import actions, providers
 from fabric.adapters import fabric_for_cluster
 from fabric.api import filtersets
 from fabric.api.permissions import IsStaffOrReadOnly
@@ -98,19 +98,14 @@ class ClusterViewSet(ActionsWriteMixin, viewsets.ModelViewSet):
     @action(detail=True, methods=["get"])
     def load(self, request, pk=None):
         """Live load: the busiest links of the cluster right now (`?top=N`, default 10, at most 200), and each
-        pool's spread of GPU utilisation (see /pools/<id>/load/)."""
-        from scheduler.models import Pool
-        from scheduler.selectors import pool_load
-
+        pool's spread of GPU utilisation (see /pools/<id>/load/; the scheduler's section, `fabric.providers`)."""
         cluster = self.get_object()
         top = query_int(request, "top", 1, MAX_TOP_LINKS, 10)
-        pools = list(Pool.objects.filter(cluster=cluster).order_by("name"))
-        loads = pool_load(pools)
         return Response(
             {
                 "cluster": cluster.name,
                 "hottest_links": hottest_links(cluster.pk, top),
-                "pools": [{"pool": p.name, "id": p.pk, **loads[p.pk]} for p in pools],
+                **providers.load_sections(cluster),
             }
         )
 

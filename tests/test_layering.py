@@ -1,0 +1,49 @@
+"""Imports point down (docs/architecture.md, issue 15): fabric/ (the ground floor) <- scheduler/ <- dashboard/.
+Every import is read from the source, at module level and inside functions alike: a lower app that imports a
+higher one fails here, naming the file and line."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# app -> the apps above it, which it must not import
+ABOVE = {"fabric": ("scheduler", "dashboard"), "scheduler": ("dashboard",)}
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.extend((node.lineno, a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.lineno, node.module))
+    return out
+
+
+def offenders(app: str, root: Path = ROOT) -> list[str]:
+    found = []
+    for path in sorted((root / app).rglob("*.py")):
+        if "migrations" in path.parts:
+            continue
+        for line, module in imports_of(path):
+            top = module.split(".")[0]
+            if top in ABOVE[app]:
+                found.append(f"{path.relative_to(root)}:{line} imports {module}")
+    return found
+
+
+@pytest.mark.parametrize("app", sorted(ABOVE))
+def test_no_app_imports_one_above_it(app):
+    assert offenders(app) == []
+
+
+def test_the_check_sees_an_import_inside_a_function(tmp_path):
+    pkg = tmp_path / "fabric"
+    pkg.mkdir()
+    (pkg / "bad.py").write_text("def f():\n    from scheduler.models import Job\n    return Job\n")
+    assert offenders("fabric", tmp_path) == ["fabric/bad.py:2 imports scheduler.models"]
