@@ -59,12 +59,6 @@ class LinkRate:
         return SPEED_DATA_4X_GBPS[self.speed] * self.width / 4
 
     @property
-    def signal_gbps(self) -> float:
-        if not self.known:
-            return 0.0
-        return SPEED_SIGNAL_4X_GBPS[self.speed] * self.width / 4
-
-    @property
     def label(self) -> str:
         return f"{self.width}x{self.speed or '???'}"
 

@@ -65,10 +65,6 @@ _FEAS = attrgetter(*FEASIBILITY_FIELDS)
 _COST = attrgetter(*COST_FIELDS)
 
 
-def class_key(job: JobRequest) -> tuple:
-    return _FEAS(job) + _COST(job)
-
-
 def need_equiv(ctx: JobCtx) -> float:
     """GPU-equivalents the job takes from its tenant's quota."""
     n = ctx.n

@@ -92,10 +92,6 @@ def mig_missing_profile() -> str:
     return "a MIG job needs a MIG profile"
 
 
-def priority_clamped(asked: int, allowed: int) -> str:
-    return f"priority {asked} lowered to the tenant's maximum {allowed}"
-
-
 # ---------------------------------------------------------------- quotas
 
 

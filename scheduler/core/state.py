@@ -691,9 +691,6 @@ class ClusterState:
         part = g.node.part
         return 1.0 / part.replicas if part else 1.0
 
-    def job_equiv(self, job_id: int) -> float:
-        return sum(self.share_equiv(g, sh) for g, sh in self.job_gpus.get(job_id, ()))
-
     def stats(self) -> dict[str, Any]:
         return {
             "partitions": len(self.partitions),
