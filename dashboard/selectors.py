@@ -20,6 +20,7 @@ of the demo cluster (128 x 8 H100, 1,024 GPUs) in about 40 ms; 1,250 x 8 (10,000
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import defaultdict
 from collections.abc import Iterable
@@ -589,6 +590,91 @@ def shape_text(gpus: int, nodes: int | None = None, per_node: int | None = None,
 def job_shape(job) -> str:
     """shape_text of a Job row."""
     return shape_text(job.gpus, job.nodes, job.gpus_per_node, job.sharing, job.mps_compute_pct, job.mig_profile)
+
+
+#
+# Where a job runs, in words (the job page): its nodes grouped by the leaf switches their host links reach
+#
+
+NO_LEAF = "(no leaf)"
+
+
+def leaves_of(node_ids: Iterable[int]) -> dict[int, tuple[str, ...]]:
+    """Node id -> the names of every switch its host links reach (its leaves; a rail-optimised server has one per
+    rail, e.g. 8), in natural order, in one query. A node without a cabled host link is absent."""
+    rows = (
+        Port.objects.filter(hca__node_id__in=list(node_ids), link__isnull=False, link__ports__switch__isnull=False)
+        .values_list("hca__node_id", "link__ports__switch__name")
+        .distinct()
+    )
+    found: dict[int, set[str]] = defaultdict(set)
+    for node_id, name in rows:
+        found[node_id].add(name)
+    return {node_id: tuple(sorted(names, key=natural_key)) for node_id, names in found.items()}
+
+
+def name_span(names: tuple[str, ...] | list[str]) -> str:
+    """Switch names, short: "leaf017" / "leaf017, leaf020" / "leaf017-leaf024" (with an en dash) when they are a run of
+    consecutive numbers with one prefix and width / else the first three and how many more."""
+    names = list(names)
+    if len(names) <= 2:
+        return ", ".join(names)
+    parts = [re.fullmatch(r"(.*?)(\d+)", n) for n in names]
+    if all(parts) and len({(m.group(1), len(m.group(2))) for m in parts}) == 1:
+        numbers = [int(m.group(2)) for m in parts]
+        if numbers == list(range(numbers[0], numbers[0] + len(numbers))):
+            return f"{names[0]}\N{EN DASH}{names[-1]}"
+    if len(names) == 3:
+        return ", ".join(names)
+    return f"{', '.join(names[:3])} and {len(names) - 3} more"
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """A job's nodes grouped by the set of leaves they reach (one leaf, or one rail group of leaves), and the sentence
+    that says where it runs: "16 GPUs on 2 nodes, 1 leaf switch (leaf001)", "64 GPUs on 8 nodes, 1 rail group of 8
+    leaf switches (leaf017-leaf024)", "128 GPUs on 16 nodes, 2 rail groups of 8 leaf switches (16 leaf switches)"."""
+
+    groups: list[tuple[str, tuple[str, ...], list]]  # (label, leaves, nodes), by the first leaf's name
+    leaves: int  # leaf switches its nodes reach, all together
+    text: str
+
+
+def placement(gpus: int, nodes: dict[int, object]) -> Placement:
+    """Where a job runs; `nodes`: node id -> what the page shows of that node (grouped, in the order given)."""
+    reach = leaves_of(nodes)
+    by_set: dict[tuple[str, ...], list] = defaultdict(list)
+    for node_id, node in nodes.items():
+        by_set[reach.get(node_id, ())].append(node)
+    order = sorted(by_set, key=lambda leaves: (not leaves, [natural_key(n) for n in leaves]))
+    groups = []
+    for leaves in order:
+        if not leaves:
+            label = NO_LEAF
+        elif len(leaves) == 1:
+            label = leaves[0]
+        else:
+            label = f"rail group {name_span(leaves)} ({len(leaves)} leaf switches)"
+        groups.append((label, leaves, by_set[leaves]))
+    every = sorted({leaf for leaves in by_set for leaf in leaves}, key=natural_key)
+    where = [f"{_count(gpus, 'GPU', 'GPUs')} on {_count(len(nodes), 'node', 'nodes')}"]
+    placed = [leaves for leaves in order if leaves]
+    if placed and all(len(leaves) == 1 for leaves in placed):
+        where.append(f"{_count(len(every), 'leaf switch', 'leaf switches')} ({name_span(every)})")
+    elif placed:
+        sizes = {len(leaves) for leaves in placed}
+        text = _count(len(placed), "rail group", "rail groups")
+        if len(sizes) == 1:
+            text += f" of {len(placed[0])} leaf switches"
+        text += f" ({name_span(every)})" if len(placed) == 1 else f" ({len(every)} leaf switches)"
+        where.append(text)
+    if len(placed) < len(order):
+        where.append("some nodes on no leaf switch" if placed else "on no leaf switch")
+    return Placement(groups=groups, leaves=len(every), text=", ".join(where))
 
 
 def queue(c: _Cluster, now: datetime | None = None) -> dict:

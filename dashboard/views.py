@@ -272,19 +272,6 @@ def acknowledge_alert(request: HttpRequest, cluster_id: int, alert_id: int) -> H
     return redirect("alerts", cluster_id=cluster_id)
 
 
-def _leaves_of(node_ids: list[int]) -> dict[int, str]:
-    """Node id -> name of the (first, by name) switch its host links go to, in one query."""
-    rows = (
-        Port.objects.filter(hca__node_id__in=node_ids, link__isnull=False, link__ports__switch__isnull=False)
-        .values_list("hca__node_id", "link__ports__switch__name")
-        .order_by("link__ports__switch__name")
-    )
-    leaves: dict[int, str] = {}
-    for node_id, name in rows:
-        leaves.setdefault(node_id, name)
-    return leaves
-
-
 @own_job_to_tenant_page
 @operator_required
 def job_page(request: HttpRequest, cluster_id: int, job_id: int) -> HttpResponse:
@@ -302,10 +289,8 @@ def job_page(request: HttpRequest, cluster_id: int, job_id: int) -> HttpResponse
     for a in allocations:
         node = nodes.setdefault(a.gpu.node_id, {"hostname": a.gpu.node.hostname, "state": a.gpu.node.state, "gpus": []})
         node["gpus"].append(a)
-    leaves = _leaves_of(list(nodes))
-    by_leaf: dict[str, list[dict]] = defaultdict(list)
-    for node_id, node in nodes.items():
-        by_leaf[leaves.get(node_id, "(no leaf)")].append(node)
+    # Grouped by the leaves each node reaches: one leaf, or a rail group (a server with 8 HCAs on 8 leaves).
+    where = selectors.placement(len(allocations), nodes) if nodes else None
     queue = queue_info([cluster.pk]).get(job.pk) if job.status == JobStatus.PENDING and not job.held else None
     context = _cluster_context(
         cluster,
@@ -314,7 +299,8 @@ def job_page(request: HttpRequest, cluster_id: int, job_id: int) -> HttpResponse
         shape=selectors.job_shape(job),
         events=events,
         allocations=allocations,
-        placement=sorted(by_leaf.items()),
+        placement=[(label, group) for label, _, group in where.groups] if where else [],
+        placement_text=where.text if where else "",
         position=queue[0] if queue else None,
         reason=job.pending_reason if job.held else (queue[1] if queue else ""),
         metrics=GPU_METRICS,

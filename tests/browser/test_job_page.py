@@ -145,3 +145,79 @@ def test_on_an_aggregated_fabric_the_job_s_groups_are_drawn(live_url, page):
     assert page.get_attribute(MINI, "data-hosts") == "2"
     assert int(page.get_attribute(MINI, "data-links")) >= 1 and int(page.get_attribute(MINI, "data-switches")) >= 1
     assert page.js_errors == []
+
+
+# Text elements ECharts drew (zrender's display list): [text, x, y, width, height] in the chart's pixels.
+CHART_TEXTS = """(id) => {
+  const chart = window.echarts.getInstanceByDom(document.getElementById(id));
+  const out = [];
+  for (const e of chart.getZr().storage.getDisplayList(true)) {
+    if (!e.style || typeof e.style.text !== "string" || !e.style.text || e.ignore || e.invisible) continue;
+    const r = e.getBoundingRect().clone();
+    const m = e.getComputedTransform();
+    if (m) r.applyTransform(m);
+    out.push([e.style.text, r.x, r.y, r.width, r.height]);
+  }
+  return out;
+}"""
+
+
+def meets(a, b) -> bool:
+    return a[1] < b[1] + b[3] and b[1] < a[1] + a[3] and a[2] < b[2] + b[4] and b[2] < a[2] + a[4]
+
+
+def test_the_history_chart_keeps_its_axis_name_clear_of_the_legend(scenario, page):
+    login(page, "ops", "pw-ops-123")
+    page.goto(f"/clusters/{scenario.cluster.pk}/jobs/{scenario.running.pk}/")
+    live(page)
+    expect(page.locator("#job-history [data-loading]")).to_be_hidden(timeout=15_000)
+    page.wait_for_timeout(300)
+    texts = page.evaluate(CHART_TEXTS, "job-series")
+    name = next(t for t in texts if t[0] == "Utilisation (%)")
+    legend = [t for t in texts if "/" in t[0] and t[0].split("/")[0].startswith("gpu")]  # "gpu0001/0", ...
+    assert legend, texts
+    assert [t[0] for t in legend if meets(t, name)] == []
+    ticks = [t for t in texts if t[0].isdigit()]
+    assert [t[0] for t in ticks if meets(t, name)] == []  # nor the axis' own numbers
+    assert page.js_errors == []
+
+
+def test_on_the_job_page_no_node_covers_another_s_name(live_url, page):
+    """A 12-node job on gpu0007-gpu0018 of a scalable unit of 24 servers (8 leaves, 2:1): the fabric layout stacks a
+    leaf's servers 8 to a row, so the job's nodes sit on three rows (7-8, 9-16, 17-18), and the small view drew each
+    row's circles on the names of the row above (the demo's 8-node jobs did the same)."""
+
+    def build():
+        from django.contrib.auth import get_user_model
+
+        from fabric import actions as fabric_actions
+        from fabric.models import Node
+        from scheduler import actions
+        from scheduler.models import PriorityClass
+        from tests.factories import fat_tree
+
+        cluster = fat_tree("wide", nodes=24, gpus_per_node=8, leaf_ports=64, oversubscription=2.0)
+        first = Node.objects.filter(cluster=cluster, hostname__in=[f"gpu{i:04d}" for i in range(1, 7)])
+        fabric_actions.set_node_state(first, "drain", "the job must start at gpu0007")
+        pool = actions.ensure_scheduler(cluster)
+        get_user_model().objects.create_user("ops", "ops@example.org", "pw-ops-123", is_staff=True)
+        acme = actions.create_tenant("acme")
+        actions.set_quota(acme, pool, guaranteed_gpus=96, borrow_limit=0)
+        job = actions.submit_job(acme, pool, PriorityClass.objects.get(name="normal"), name="twelve", gpus=96,
+                                 nodes=12, gpus_per_node=8, sharing="exclusive")  # fmt: skip
+        job.refresh_from_db()
+        assert job.status == "running", job.status
+        hosts = Node.objects.filter(gpus__allocations__job=job, gpus__allocations__active=True).distinct()
+        assert sorted(hosts.values_list("hostname", flat=True)) == [f"gpu{i:04d}" for i in range(7, 19)]
+        return cluster.pk, job.pk
+
+    cluster_id, job_id = off_the_loop(build)
+    login(page, "ops", "pw-ops-123")
+    page.goto(f"/clusters/{cluster_id}/jobs/{job_id}/")
+    live(page)
+    attribute_becomes(page, MINI, "data-state", lambda v: v == "placed", timeout=30)
+    attribute_becomes(page, MINI, "data-renders", lambda v: int(v) > 0)
+    assert page.get_attribute(MINI, "data-nodes") == "12"
+    assert int(page.get_attribute(MINI, "data-labels")) == 12 + 8  # every node's name (on two lines) and leaf's
+    assert page.get_attribute(MINI, "data-overlaps") == "0"
+    assert page.js_errors == []

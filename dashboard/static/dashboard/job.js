@@ -2,7 +2,7 @@
 // (fabric socket, `gpus` topic) in the server-rendered table (rows data-gpu-id), and the history of its GPUs from the
 // series endpoint (fabric.selectors.metric_series).
 
-import { baseOption, makeChart, timeAxis, tipHtml, valueAxis } from "./charts.js";
+import { MUTED, baseOption, makeChart, timeAxis, tipHtml, valueAxis } from "./charts.js";
 import { connect } from "./live.js";
 import { byId, cell, fmtNumber, fmtTime, jsonScript, loaded, setBadge, setText } from "./dom.js";
 import { miniFabric } from "./minifabric.js";
@@ -94,10 +94,18 @@ function drawSeries() {
     {
       ...baseOption(),
       color: palette,
-      grid: { left: 50, right: 16, top: 30, bottom: 24 },
-      legend: { type: "scroll", top: 0, textStyle: { fontSize: 10 } },
+      // The legend (one line, scrolling) on top; the axis name runs along the axis, left of its labels, so it never
+      // meets the legend (above the axis, where ECharts puts it by default, the two overlapped).
+      grid: { left: 68, right: 16, top: 34, bottom: 24 },
+      legend: { type: "scroll", top: 0, left: 8, right: 8, textStyle: { fontSize: 10 } },
       xAxis: timeAxis(),
-      yAxis: valueAxis(`${NAMES[metric]} (${METRICS[metric]})`, metric === "util" ? { min: 0, max: 100 } : { min: 0 }),
+      yAxis: valueAxis(`${NAMES[metric]} (${METRICS[metric]})`, {
+        ...(metric === "util" ? { min: 0, max: 100 } : { min: 0 }),
+        nameLocation: "middle",
+        nameRotate: 90,
+        nameGap: 48,
+        nameTextStyle: { color: MUTED, fontSize: 10, align: "center" },
+      }),
       tooltip: {
         ...baseOption().tooltip,
         trigger: "axis",

@@ -12,7 +12,8 @@
 //
 // The root holds [data-mini=view] (the canvas box), [data-mini=empty], [data-mini=legend] and a hidden
 // [data-mini=summary] whose data- attributes are the test hooks (state, nodes, links, switches, groups, hosts,
-// colours, utilMax, linkUpdates, snapshots, renders).
+// colours, utilMax, linkUpdates, snapshots, renders, labels, overlaps: names drawn, and names another's shape or name
+// covers).
 
 import { connect } from "./live.js";
 import { colourOf, el, labelOf, setData, setText } from "./dom.js";
@@ -69,6 +70,8 @@ export function miniFabric(root, { jobId, wsQueue, wsFabric, fabricUrl = "" }) {
     linkUpdates: 0,
     snapshots: 0,
     renders: 0,
+    labels: 0, // names drawn
+    overlaps: 0, // names covered by another's shape or name
     view: null,
   };
 
@@ -200,7 +203,7 @@ export function miniFabric(root, { jobId, wsQueue, wsFabric, fabricUrl = "" }) {
     const v = M.view;
     const padX = 40;
     const padTop = 26; // switch labels above
-    const padBottom = 26; // node labels below
+    const padBottom = 38; // node labels below: on two staggered lines when one is too narrow
     const bw = Math.max(v.x1 - v.x0, SWITCH_GAP);
     const bh = Math.max(v.y1 - v.y0, SWITCH_GAP);
     let kx = Math.max((w - 2 * padX) / bw, 0.01);
@@ -208,17 +211,30 @@ export function miniFabric(root, { jobId, wsQueue, wsFabric, fabricUrl = "" }) {
     kx = Math.min(kx, ky * MAX_STRETCH);
     ky = Math.min(ky, kx * MAX_STRETCH);
     const rows = new Map(); // screen y -> [[item, x, y]]
+    const switches = new Set(M.switches.values());
+    // The job's nodes all go in one row, at the lowest node's height: the layout stacks a leaf's nodes in a grid (rows
+    // 12 units apart), which scaled to this box put a node's circle on the label of the node above it.
+    // In that row they keep the grid's reading order, leaf block by leaf block (blocks left to right).
+    let nodeY = -Infinity;
+    const blockX = new Map(); // leaf -> the leftmost x of the job's nodes under it
     for (const [p, at] of v.pos) {
-      const y = padTop + (h - padTop - padBottom) / 2 + (at.y - (v.y0 + v.y1) / 2) * ky;
+      if (switches.has(p)) continue;
+      nodeY = Math.max(nodeY, at.y);
+      blockX.set(p.leaf, Math.min(blockX.get(p.leaf) ?? Infinity, at.x));
+    }
+    for (const [p, at] of v.pos) {
+      const node = !switches.has(p);
+      const y = padTop + (h - padTop - padBottom) / 2 + ((node ? nodeY : at.y) - (v.y0 + v.y1) / 2) * ky;
       const key = Math.round(y);
       if (!rows.has(key)) rows.set(key, []);
-      rows.get(key).push([p, w / 2 + (at.x - (v.x0 + v.x1) / 2) * kx, y]);
+      const order = node ? [blockX.get(p.leaf), at.y, at.x] : [at.x, 0, 0];
+      rows.get(key).push([p, w / 2 + (at.x - (v.x0 + v.x1) / 2) * kx, y, order]);
     }
-    const switches = new Set(M.switches.values());
     const out = new Map();
     const gaps = new Map(); // item -> the smallest gap in its row
+    const slots = new Map(); // item -> 0 or 1, alternating along its row (the line of a staggered name)
     for (const row of rows.values()) {
-      row.sort((a, b) => a[1] - b[1]);
+      row.sort((a, b) => a[3][0] - b[3][0] || a[3][1] - b[3][1] || a[3][2] - b[3][2]);
       const want = row.some(([p]) => switches.has(p) || nodeShape(p) === "group") ? 56 : 64;
       const xs = row.map(([, x]) => x);
       for (let i = 1; i < xs.length; i++) xs[i] = Math.max(xs[i], xs[i - 1] + want);
@@ -231,9 +247,10 @@ export function miniFabric(root, { jobId, wsQueue, wsFabric, fabricUrl = "" }) {
       row.forEach(([p, , y], i) => {
         out.set(p, { x: left + (xs[i] - xs[0]) * k, y });
         gaps.set(p, gap);
+        slots.set(p, i % 2);
       });
     }
-    return { at: out, gaps };
+    return { at: out, gaps, slots };
   }
 
   //
@@ -259,9 +276,22 @@ export function miniFabric(root, { jobId, wsQueue, wsFabric, fabricUrl = "" }) {
     ctx.fillRect(0, 0, canvas.width, canvas.height);
     if (!w || !h) return;
     ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    const { at, gaps } = project(w, h);
+    const { at, gaps, slots } = project(w, h);
     M.screen = at;
     const fits = (p, text) => gaps.get(p) >= ctx.measureText(text).width + 6;
+    // Staggered on two lines, a name needs half the room: each neighbour's is on the other line.
+    const fitsStaggered = (p, text) => 2 * gaps.get(p) >= ctx.measureText(text).width + 6;
+    // What was drawn where (CSS pixels), to count labels that a shape covers (a test hook: `overlaps`).
+    const shapes = [];
+    const labels = [];
+    const shape = (owner, x, y, rx, ry) => shapes.push({ owner, x0: x - rx, y0: y - ry, x1: x + rx, y1: y + ry });
+    const label = (owner, text, x, y, baseline) => {
+      ctx.textBaseline = baseline;
+      ctx.fillText(text, x, y);
+      const half = ctx.measureText(text).width / 2;
+      const top = baseline === "bottom" ? y - 12 : y;
+      labels.push({ owner, x0: x - half, y0: top, x1: x + half, y1: top + 12 });
+    };
 
     ctx.lineCap = "round";
     for (const casing of [true, false]) {
@@ -293,13 +323,13 @@ export function miniFabric(root, { jobId, wsQueue, wsFabric, fabricUrl = "" }) {
         ctx.fillStyle = GROUP_FILL;
         ctx.fillRect(p.x - 26, p.y - 9, 52, 18);
         ctx.strokeRect(p.x - 26, p.y - 9, 52, 18);
+        shape(n, p.x, p.y, 27, 10);
         ctx.fillStyle = "#ffffff";
         ctx.textBaseline = "middle";
         ctx.fillText(`${hosts}/${n.members}`, p.x, p.y);
         ctx.fillStyle = "#e6e9ef";
-        ctx.textBaseline = "top";
         const name = String(n.hostname || n.id).split(":")[0];
-        if (fits(n, name)) ctx.fillText(name, p.x, p.y + 12);
+        if (fits(n, name)) label(n, name, p.x, p.y + 12, "top");
         continue;
       }
       ctx.fillStyle = colour;
@@ -313,12 +343,12 @@ export function miniFabric(root, { jobId, wsQueue, wsFabric, fabricUrl = "" }) {
       } else ctx.arc(p.x, p.y, 6, 0, Math.PI * 2);
       ctx.fill();
       ctx.stroke();
+      const r = nodeShape(n) === "storage" ? 9 : 7;
+      shape(n, p.x, p.y, r, r);
       const name = n.hostname || String(n.id);
-      if (fits(n, name)) {
-        ctx.fillStyle = "#e6e9ef";
-        ctx.textBaseline = "top";
-        ctx.fillText(name, p.x, p.y + 10);
-      }
+      ctx.fillStyle = "#e6e9ef";
+      if (fits(n, name)) label(n, name, p.x, p.y + 10, "top");
+      else if (fitsStaggered(n, name)) label(n, name, p.x, p.y + 10 + 13 * slots.get(n), "top");
     }
 
     ctx.lineWidth = 1;
@@ -328,11 +358,15 @@ export function miniFabric(root, { jobId, wsQueue, wsFabric, fabricUrl = "" }) {
       ctx.fillStyle = viridis(s.hottest ?? 0);
       ctx.fillRect(p.x - 22, p.y - 7, 44, 14);
       ctx.strokeRect(p.x - 22, p.y - 7, 44, 14);
+      shape(s, p.x, p.y, 22.5, 7.5);
       ctx.fillStyle = "#e6e9ef";
-      ctx.textBaseline = "bottom";
       const name = s.name || String(s.id);
-      if (fits(s, name)) ctx.fillText(name, p.x, p.y - 9);
+      if (fits(s, name)) label(s, name, p.x, p.y - 9, "bottom");
     }
+    const meets = (a, b) => a.x0 < b.x1 && b.x0 < a.x1 && a.y0 < b.y1 && b.y0 < a.y1;
+    M.labels = labels.length;
+    M.overlaps = labels.reduce((k, l) => k + shapes.filter((s) => s.owner !== l.owner && meets(l, s)).length, 0);
+    M.overlaps += labels.reduce((k, l, i) => k + labels.slice(i + 1).filter((o) => meets(l, o)).length, 0);
     M.renders += 1;
     updateSummary();
   }
@@ -444,6 +478,8 @@ export function miniFabric(root, { jobId, wsQueue, wsFabric, fabricUrl = "" }) {
       linkUpdates: M.linkUpdates,
       snapshots: M.snapshots,
       renders: M.renders,
+      labels: M.labels,
+      overlaps: M.overlaps,
     };
     for (const [key, value] of Object.entries(values)) setData(summary, key, value);
   }
