@@ -219,6 +219,8 @@ def _apply_nodes(cluster: Cluster, parsed: ParsedFabric) -> tuple[dict[str, Node
             values["rack"] = pn.rack
         if pn.gpu_model:
             values["gpu_model"] = pn.gpu_model
+        if pn.nvlink_domain:
+            values["nvlink_domain"] = pn.nvlink_domain
         wanted[pn.hostname] = values
     ca_host: dict[str, str] = {}  # unnamed CA GUID -> hostname of the node it goes on
     for key, group in sorted(parsed.unnamed_hosts().items()):
@@ -235,7 +237,7 @@ def _apply_nodes(cluster: Cluster, parsed: ParsedFabric) -> tuple[dict[str, Node
         Node,
         existing,
         wanted,
-        ["role", "rack", "gpu_model", "unnamed", "system_guid"],
+        ["role", "rack", "gpu_model", "unnamed", "system_guid", "nvlink_domain"],
         lambda h, v: Node(cluster=cluster, hostname=h, **v),
     )
     nodes = {**existing, **rows}

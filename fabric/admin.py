@@ -108,7 +108,7 @@ class NodeAdmin(ActionsSaveMixin, admin.ModelAdmin):
         "unnamed",
     ]  # fmt: skip
     list_filter = ["cluster", "state", "role", "gpu_model", "unnamed", "cpu_milli_manual", "memory_mib_manual"]
-    search_fields = ["hostname", "rack", "hcas__guid", "gpus__uuid", "system_guid"]
+    search_fields = ["hostname", "rack", "nvlink_domain", "hcas__guid", "gpus__uuid", "system_guid"]
     list_select_related = ["cluster"]
     # Host CPU and memory jobs may take: the node agent's report unless an operator typed a value (kept, "set");
     # clearing "manual" follows the agent again (fabric.actions.set_host_resources).

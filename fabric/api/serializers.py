@@ -35,7 +35,7 @@ class NodeSerializer(StrictModelSerializer):
     class Meta:
         model = Node
         fields = [
-            "id", "url", "cluster", "hostname", "role", "rack", "state", "state_reason", "gpu_model",
+            "id", "url", "cluster", "hostname", "role", "rack", "nvlink_domain", "state", "state_reason", "gpu_model",
             "gpu_count", "hca_count", "unnamed", "system_guid",
             "cpu_milli", "memory_mib", "cpu_milli_manual", "memory_mib_manual", "reported_cpu_milli",
             "reported_memory_mib",

@@ -17,6 +17,7 @@ Schema (docs/spec-format.md has the long form and docs/examples/small-cluster.ya
         rack: r1
         gpu_model: H100         # a model of fabric/topology/catalog.py; required when gpus > 0
         gpus: 8                 # default 0
+        nvlink_domain: nvl72-a  # optional: the multi-node NVLink domain (GB200 NVL72 rack) its GPUs share
         hcas:
           - device: mlx5_0      # required
             to: leaf1:1         # required: <switch>:<port>
@@ -73,7 +74,9 @@ from .types import (
 SPEC_VERSION = 1
 _TOP_KEYS = {"version", "rate", "switches", "nodes", "links"}
 _SWITCH_KEYS = {"name", "ports", "role", "guid", "rack", "model"}
-_NODE_KEYS = {"hostname", "role", "rack", "gpu_model", "gpus", "hcas"}
+_NODE_KEYS = {"hostname", "role", "rack", "gpu_model", "gpus", "hcas", "nvlink_domain"}
+# A Kubernetes label value and a Slurm block name (fabric.models.nodes.NVLINK_DOMAIN_PATTERN).
+_NVLINK_DOMAIN = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _HCA_KEYS = {"device", "to", "port", "guid", "port_guid", "rate"}
 _LINK_KEYS = {"a", "b", "rate"}
 _SWITCH_ROLES = ("leaf", "spine", "core")
@@ -340,7 +343,14 @@ class _Builder:
             hostname=hostname,
             role=cast(NodeRole, doc.choice(f"{path}.role", _NODE_ROLES, "compute")),
             rack=doc.string(f"{path}.rack"),
+            nvlink_domain=doc.string(f"{path}.nvlink_domain"),
         )
+        if node.nvlink_domain and (len(node.nvlink_domain) > 63 or not _NVLINK_DOMAIN.match(node.nvlink_domain)):
+            raise doc.error(
+                f"{path}.nvlink_domain",
+                f"{node.nvlink_domain!r} is not a domain name: letters, digits, '-', '_' and '.', starting and "
+                "ending with a letter or digit, at most 63",
+            )
         node.gpu_model, node.gpus = self._gpus(path)
         self.nodes[hostname] = node
         for i in range(len(doc.sequence(f"{path}.hcas"))):

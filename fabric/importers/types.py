@@ -154,6 +154,7 @@ class ParsedNode:
     gpu_model: str = ""
     gpus: list[ParsedGPU] = field(default_factory=list)
     topology: ParsedNodeTopology | None = None
+    nvlink_domain: str = ""  # the multi-node NVLink domain (GB200 NVL72 rack) its GPUs share; "" = inside the node
 
 
 @dataclass(slots=True)

@@ -1,6 +1,10 @@
+from django.core.validators import RegexValidator
 from django.db import models
 
 from fabric.choices import CaKind, NodeRole, NodeState
+
+# A name that is also a Kubernetes label value and a Slurm block name (docs/integrations.md).
+NVLINK_DOMAIN_PATTERN = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 
 
 class Node(models.Model):
@@ -20,6 +24,19 @@ class Node(models.Model):
     )
     system_guid = models.CharField(
         max_length=16, blank=True, help_text="System image GUID of an unnamed host's HCAs (else an HCA's node GUID)."
+    )
+    nvlink_domain = models.CharField(
+        max_length=63,
+        blank=True,
+        validators=[
+            RegexValidator(
+                NVLINK_DOMAIN_PATTERN,
+                "letters, digits, '-', '_' and '.', starting and ending with a letter or digit (at most 63)",
+            )
+        ],
+        help_text="The multi-node NVLink domain this server's GPUs are in, shared with the other servers of one "
+        "NVLink system (a GB200 NVL72 rack; nvidia-smi -q names it by its Fabric ClusterUUID and CliqueId). Blank: "
+        "NVLink stays inside the server. Exported as Slurm blocks and a Kueue level (docs/integrations.md).",
     )
     # Host resources jobs may ask for (scheduler.core NodeState.cpu_milli / memory_mib; Kubernetes' allocatable,
     # Slurm's CPUs / RealMemory). The node agent reports what the host has (reported_*); what jobs may take follows

@@ -374,3 +374,25 @@ def test_alias_bomb_is_refused() -> None:
     lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
     err = parse_error("\n".join(lines) + "\n")
     assert "too many alias expansions" in err.message
+
+
+# --- nvlink_domain (issue 17: Slurm blocks, a Kueue level) -------------------------------------------------------
+
+
+def test_nvlink_domain_is_read_as_written() -> None:
+    fabric = parse_spec(BASE.replace("    gpus: 8\n", "    gpus: 8\n    nvlink_domain: nvl72-01\n"))
+    assert fabric.nodes[0].nvlink_domain == "nvl72-01"
+
+
+def test_no_nvlink_domain_means_inside_the_node() -> None:
+    assert parse_spec(BASE).nodes[0].nvlink_domain == ""
+
+
+@pytest.mark.parametrize("bad", ["nvl 72", "-nvl", "rack/7", "x" * 64])
+def test_an_nvlink_domain_a_scheduler_cannot_name_is_refused(bad: str) -> None:
+    err = parse_error(BASE.replace("    gpus: 8\n", f"    gpus: 8\n    nvlink_domain: '{bad}'\n"))
+    assert err.line == 13
+    assert err.message == (
+        f"nodes[0].nvlink_domain: {bad!r} is not a domain name: letters, digits, '-', '_' and '.', starting and "
+        "ending with a letter or digit, at most 63"
+    )
