@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from django.db.models import Count
+
 from fabric.choices import CaKind, LinkState, RoleSource
-from fabric.models import Cluster, Link, Node, Port, Switch
+from fabric.models import GPU, Cluster, Link, Node, Port, Switch
+from fabric.topology.export import ExportInput, HostFacts
 from fabric.topology.types import Fabric, THost, TLink, TSwitch
 
 
@@ -54,3 +57,25 @@ def fabric_for_cluster(cluster: Cluster | int) -> Fabric:
             )
         )
     return Fabric(switches=switches, hosts=hosts, links=links)
+
+
+def export_input_for_cluster(cluster: Cluster) -> ExportInput:
+    """What the scheduler exports read (fabric.topology.export): the fabric and each host's facts, in bulk (the
+    fabric's queries and two more, whatever the cluster's size)."""
+    # Nodes with two or more GPUs on NVLink: joined inside the server.
+    linked = {
+        node_id
+        for node_id, n in GPU.objects.filter(node__cluster_id=cluster.pk, nvlink_gbps__gt=0)
+        .order_by()
+        .values("node_id")
+        .annotate(n=Count("pk"))
+        .values_list("node_id", "n")
+        if n > 1
+    }
+    hosts = {
+        hostname: HostFacts(unnamed=unnamed, nvlink_domain=domain, nvlink=pk in linked)
+        for pk, hostname, unnamed, domain in Node.objects.filter(cluster_id=cluster.pk).values_list(
+            "pk", "hostname", "unnamed", "nvlink_domain"
+        )
+    }
+    return ExportInput(cluster=cluster.name, fabric=fabric_for_cluster(cluster), hosts=hosts)

@@ -1,4 +1,6 @@
-from fabric.api import views
+from django.urls import path
+
+from fabric.api import topology, views
 
 routes = [
     ("clusters", views.ClusterViewSet, "cluster"),
@@ -7,4 +9,6 @@ routes = [
     ("links", views.LinkViewSet, "link"),
     ("gpus", views.GpuViewSet, "gpu"),
 ]
-urlpatterns: list = []
+urlpatterns: list = [
+    path("clusters/<int:pk>/topology/", topology.ClusterTopologyView.as_view(), name="cluster-topology"),
+]
