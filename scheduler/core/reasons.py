@@ -173,7 +173,9 @@ def unreachable_nodes(n: int, pool: str) -> str:
 def _host(cpu_milli: int, memory_mib: int) -> str:
     parts = []
     if cpu_milli:
-        parts.append(f"{cpu_milli / 1000:g} CPUs")
+        whole, milli = divmod(cpu_milli, 1000)
+        count = str(whole) if not milli else f"{whole}.{milli:03d}".rstrip("0")
+        parts.append(f"{count} CPU" + ("" if cpu_milli == 1000 else "s"))
     if memory_mib:
         parts.append(f"{memory_mib} MiB of host memory")
     return " and ".join(parts)

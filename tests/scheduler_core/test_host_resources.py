@@ -183,3 +183,11 @@ def test_mps_shares_keep_the_cpu_rich_node_for_the_cpu_heavy_class():
     ]
     d = schedule(b.snapshot(config(fragmentation_prior_whole=0.0), request_mix=mix))
     assert nodes_of(d) == ["n1"]
+
+
+def test_cpu_counts_are_written_exactly():
+    from scheduler.core import reasons
+
+    assert reasons.host_never_fits(1000, 0, "p").startswith("needs 1 CPU on each node")
+    assert reasons.host_never_fits(1234567, 0, "p").startswith("needs 1234.567 CPUs on each node")
+    assert reasons.host_never_fits(500, 0, "p").startswith("needs 0.5 CPUs on each node")
