@@ -408,9 +408,13 @@ def _diff_alerts(before: dict, after: dict) -> tuple[str | None, Any]:
     new_ids = {a["id"] for a in after["alerts"]}
     upsert = [a for a in after["alerts"] if old.get(a["id"]) != a]
     remove = [i for i in old if i not in new_ids]
-    if not upsert and not remove:
+    groups = after.get("groups", [])
+    if not upsert and not remove and groups == before.get("groups", []):
         return None, None
-    return "delta", {"upsert": upsert, "remove": remove}
+    out = {"upsert": upsert, "remove": remove}
+    if groups != before.get("groups", []):
+        out["groups"] = groups  # whole: the groups of a storm are few, and a count change touches several
+    return "delta", out
 
 
 def _same_job(a: dict | None, b: dict) -> bool:

@@ -25,6 +25,11 @@ urlpatterns = [
     path("clusters/<int:cluster_id>/jobs/<int:job_id>/series/", views.job_series, name="job-series"),
     path("clusters/<int:cluster_id>/alerts/", views.alerts_page, name="alerts"),
     path(
+        "clusters/<int:cluster_id>/alerts/acknowledge-group/",
+        views.acknowledge_alert_group,
+        name="alert-group-acknowledge",
+    ),
+    path(
         "clusters/<int:cluster_id>/alerts/<int:alert_id>/acknowledge/",
         views.acknowledge_alert,
         name="alert-acknowledge",

@@ -32,7 +32,7 @@ from clusterctl.legend import legends
 from dashboard import selectors
 from fabric import actions as fabric_actions
 from fabric.adapters import fabric_for_cluster
-from fabric.choices import OKABE_ITO
+from fabric.choices import OKABE_ITO, AlertSeverity
 from fabric.models import GPU, Alert, Cluster, Link, Port, Switch
 from fabric.models.telemetry import GpuMetric
 from fabric.selectors import cluster_summary, link_labels, metric_series
@@ -249,14 +249,24 @@ def queue_page(request: HttpRequest, cluster_id: int) -> HttpResponse:
 @operator_required
 def alerts_page(request: HttpRequest, cluster_id: int) -> HttpResponse:
     cluster = get_object_or_404(Cluster, pk=cluster_id)
-    # What the `alerts` topic lists (dashboard.selectors.alerts): open ones and those cleared lately.
-    since = timezone.now() - selectors.ALERTS_CLEARED_WITHIN
-    alerts = list(
-        Alert.objects.filter(Q(cleared_at__isnull=True) | Q(cleared_at__gte=since), cluster=cluster).order_by(
-            "-last_seen", "-pk"
-        )[: selectors.ALERTS_LIMIT]
+    # What the `alerts` topic lists (dashboard.selectors.alerts): open ones and those cleared lately, and their groups.
+    now = timezone.now()
+    alerts = list(selectors.listed_alerts(cluster.pk, now).order_by("-last_seen", "-pk")[: selectors.ALERTS_LIMIT])
+    for a in alerts:
+        a.group = selectors.group_key(a.rule, a.severity, selectors.alert_cause(a.message))
+    groups = selectors.alert_groups(cluster.pk, now, times_as_text=False)
+    samples: dict[str, list[str]] = defaultdict(list)
+    for a in alerts:
+        if len(samples[a.group]) < selectors.GROUP_SAMPLES:
+            samples[a.group].append(f"{a.object_kind} {a.object_key}")
+    for g in groups:
+        g["objects"] = samples.get(g["key"], [])
+        g["more"] = g["count"] - len(g["objects"])
+        g["severity_label"] = AlertSeverity(g["severity"]).label if g["severity"] in AlertSeverity.values else ""
+    context = _cluster_context(
+        cluster, "alerts", alerts=alerts, groups=groups, rules=selectors.rule_counts(groups), listed=len(alerts)
     )
-    return render(request, "dashboard/alerts.html", _cluster_context(cluster, "alerts", alerts=alerts))
+    return render(request, "dashboard/alerts.html", context)
 
 
 @operator_required
@@ -270,6 +280,32 @@ def acknowledge_alert(request: HttpRequest, cluster_id: int, alert_id: int) -> H
         )
     messages.success(request, f"Alert acknowledged: {alert.message}")
     return redirect("alerts", cluster_id=cluster_id)
+
+
+@operator_required
+@require_POST
+def acknowledge_alert_group(request: HttpRequest, cluster_id: int) -> HttpResponse:
+    """Acknowledge one group of the Alerts page at once (rule, severity and cause, as dashboard.selectors.alert_groups
+    groups them): every listed alert of the group up to `until`, the newest alert id the page had seen, so an alert
+    raised after the operator looked is not acknowledged unseen."""
+    cluster = get_object_or_404(Cluster, pk=cluster_id)
+    rule, severity, cause = (request.POST.get(k, "") for k in ("rule", "severity", "cause"))
+    until = request.POST.get("until", "")
+    wants_json = request.headers.get("Accept", "").startswith("application/json")
+    if not (rule and severity and cause and until.isdigit()):
+        detail = "rule, severity, cause and until (the newest alert id seen, a whole number) are required."
+        if wants_json:
+            return JsonResponse({"detail": detail}, status=400)
+        messages.error(request, f"Could not acknowledge the group: {detail}")
+        return redirect("alerts", cluster_id=cluster.pk)
+    ids = selectors.group_members(cluster.pk, rule, severity, cause, int(until))
+    actor = request.user.get_username()
+    n = fabric_actions.acknowledge_alerts(cluster.pk, ids, actor=actor)
+    if wants_json:
+        key = selectors.group_key(rule, severity, cause)
+        return JsonResponse({"group": key, "acknowledged": n, "members": len(ids), "acknowledged_by": actor})
+    messages.success(request, f"{n} alert{'' if n == 1 else 's'} acknowledged: {rule}, {cause}")
+    return redirect("alerts", cluster_id=cluster.pk)
 
 
 @own_job_to_tenant_page

@@ -1049,6 +1049,22 @@ def acknowledge_alert(alert: Alert, *, actor: str) -> Alert:
     return alert
 
 
+@transaction.atomic
+def acknowledge_alerts(cluster_id: int, alert_ids: Iterable[int], *, actor: str) -> int:
+    """Acknowledge many alerts of one cluster at once (a group of an alert storm): those not acknowledged yet get
+    `actor` and the same time, in one transaction; ids of another cluster are left alone. One announcement after the
+    commit. Returns how many were acknowledged."""
+    ids = sorted({int(pk) for pk in alert_ids})
+    now, changed = timezone.now(), 0
+    for start in range(0, len(ids), BATCH):  # bounded IN lists (SQLite's variable limit)
+        changed += Alert.objects.filter(
+            cluster_id=cluster_id, pk__in=ids[start : start + BATCH], acknowledged_at__isnull=True
+        ).update(acknowledged_by=actor[:150], acknowledged_at=now)
+    if changed:
+        events.live_changed(cluster_id, "alerts")
+    return changed
+
+
 #
 # Time series: rollups and retention. Raw samples (ingest) -> 1-minute buckets -> 1-hour buckets; beat runs both
 # through fabric.tasks. Set-based SQL: one INSERT ... SELECT ... GROUP BY ... ON CONFLICT DO UPDATE per series

@@ -50,7 +50,8 @@ def test_operator_opens_every_page_without_errors(scenario, page):
         if name != "report":
             live(page)
         page.wait_for_timeout(600)  # let the charts finish their first draw for the screenshot
-        screenshot(page, name)
+        if name != "alerts":  # the README's is of a storm, grouped (test_alerts.py)
+            screenshot(page, name)
         assert page.locator("[data-loading]:visible").count() == 0, f"{name} still loading"
     assert page.js_errors == []
 

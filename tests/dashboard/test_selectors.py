@@ -135,7 +135,8 @@ def test_alerts_open_and_recently_cleared_newest_first(site):
     assert old.pk not in {a["id"] for a in data}
     assert data[0]["cleared_at"] is None and data[0]["last_seen"].endswith("Z")
     assert set(data[0]) == {"id", "rule", "severity", "object_kind", "object_key", "message", "first_seen",
-                            "last_seen", "cleared_at", "acknowledged_by"}  # fmt: skip
+                            "last_seen", "cleared_at", "acknowledged_by", "group"}  # fmt: skip
+    assert data[0]["group"] == "gpu_hot|warning|hot"
 
 
 def test_queue_has_order_reasons_running_nodes_and_links(site):

@@ -85,7 +85,7 @@ async def test_fabric_socket_sends_a_snapshot_per_topic_and_resyncs(site, client
     ]  # fmt: skip
     overview, fabric, gpus, alerts = (f["data"] for f in frames)
     assert overview["cluster"]["name"] == "dash" and overview["gpus"]["total"] == 32
-    assert len(fabric["nodes"]) == 4 and len(gpus["gpus"]) == 32 and alerts == {"alerts": []}
+    assert len(fabric["nodes"]) == 4 and len(gpus["gpus"]) == 32 and alerts == {"alerts": [], "groups": []}
     assert len({f["seq"] for f in frames}) == 1
     await ws.send_json_to({"type": "resync", "topics": ["alerts"]})
     assert [f["topic"] for f in await receive_frames(ws)] == ["alerts"]

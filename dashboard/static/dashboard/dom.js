@@ -144,8 +144,8 @@ export class KeyedRows {
     this.key = key;
     this.onChange = onChange;
     this.rows = new Map();
-    // Rows the server rendered (data-key) are adopted, not rebuilt.
-    for (const tr of tbody.querySelectorAll(":scope > tr[data-key]")) this.rows.set(tr.dataset.key, tr);
+    // Rows the server rendered (data-key: table rows, or the items of a list) are adopted, not rebuilt.
+    for (const tr of tbody.querySelectorAll(":scope > [data-key]")) this.rows.set(tr.dataset.key, tr);
   }
 
   // The whole list, in order (a snapshot): update, add, move and remove rows as needed.

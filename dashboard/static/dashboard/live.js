@@ -15,7 +15,7 @@
 //   overview  the object itself (its deltas replace it whole)
 //   fabric    {switches, nodes, links, aggregated, byId: {switches: Map, nodes: Map, links: Map}}  (ids as strings)
 //   gpus      {gpus, metrics, byId: Map}
-//   alerts    {alerts (newest first), byId: Map}
+//   alerts    {alerts (newest first), groups (by rule, severity and cause), byId: Map}
 //   queue     {pending (queue order), running, recent (newest first), byId: Map}
 //   other     the snapshot's data; a delta is merged into it shallowly
 //
@@ -104,9 +104,10 @@ const TOPICS = {
   alerts: {
     snapshot: (data) => {
       const alerts = [...(data.alerts || [])];
-      return { alerts, byId: indexBy(alerts) };
+      return { alerts, groups: data.groups || [], byId: indexBy(alerts) };
     },
     delta: (state, data) => {
+      if (data.groups) state.groups = data.groups; // sent whole when any group changed (they are few)
       for (const id of data.remove || []) state.byId.delete(String(id));
       for (const alert of data.upsert || []) {
         const old = state.byId.get(String(alert.id));
