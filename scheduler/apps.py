@@ -8,6 +8,7 @@ class SchedulerConfig(AppConfig):
     def ready(self) -> None:
         from fabric import events, providers
         from scheduler import fabric_feed
+        from scheduler import tasks as _tasks  # noqa: F401  registers the tasks by name for scheduler.enqueue
 
         events.subscribe(_fabric_changed)
         # The fabric shows jobs (the twin runs them) and pools (a cluster's load) without importing the scheduler.
@@ -17,8 +18,8 @@ class SchedulerConfig(AppConfig):
 
 def _fabric_changed(cluster_id: int, payload: dict) -> None:
     """Node drained or down, GPU health or inventory changed: capacity moved, so schedule again."""
+    from scheduler.enqueue import request_round
     from scheduler.models import ClusterScheduler
-    from scheduler.tasks import request_round
 
     if ClusterScheduler.objects.filter(cluster_id=cluster_id).exists():
         request_round(cluster_id, f"fabric: {payload.get('kind', 'changed')}")

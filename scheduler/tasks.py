@@ -19,9 +19,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from scheduler.actions.errors import Contended, RoundBusy
+from scheduler.enqueue import DEBOUNCE_S, round_requested_key
 
 log = logging.getLogger(__name__)
-DEBOUNCE_S = 1.0
 # The database, the cache or the broker briefly out of reach, or a lock race lost more often than the actions' own
 # retry allows (Contended): a later run succeeds. RoundBusy is retried on its own, sooner.
 TRANSIENT = (
@@ -37,24 +37,11 @@ TRANSIENT = (
 
 
 def _key(cluster_id: int) -> str:
-    return f"scheduler:round-requested:{cluster_id}"
+    return round_requested_key(cluster_id)
 
 
 def _periodic_key(cluster_id: int) -> str:
     return f"scheduler:round-periodic:{cluster_id}"
-
-
-def request_round(cluster_id: int, trigger: str) -> bool:
-    """Enqueue one round for the cluster unless one is already waiting (bursts of submits make one round).
-
-    The mark that one is waiting lasts one round interval at most: should its round be lost (the worker holding
-    it killed before it started), new requests are held back no longer than that, and periodic rounds not at all.
-    Returns whether a round was enqueued.
-    """
-    if not cache.add(_key(cluster_id), trigger, timeout=max(1, int(settings.ROUND_INTERVAL_S))):
-        return False
-    run_round.apply_async((cluster_id, trigger), countdown=DEBOUNCE_S)
-    return True
 
 
 @shared_task(

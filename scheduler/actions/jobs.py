@@ -11,7 +11,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from clusterctl import outages
-from scheduler import events
+from scheduler import enqueue, events
 from scheduler.actions.allocations import release_allocations
 from scheduler.actions.errors import ActionError, StaleDecision
 from scheduler.actions.locking import atomic_retry, lock_job
@@ -177,17 +177,15 @@ def request_round_on_commit(cluster_id: int, trigger: str) -> None:
     """Ask for a scheduling round after this transaction commits (debounced by the task). Never raises: what was
     committed stays committed, and the periodic round (scheduler.tasks.periodic_rounds) takes up pending work."""
 
-    def enqueue() -> None:
-        from scheduler.tasks import request_round
-
+    def send() -> None:
         if outages.recent(outages.REDIS, outages.BROKER):
             return  # it just failed here: a second wait would only delay the answer (clusterctl.outages.SKIP_S)
         try:
-            request_round(cluster_id, trigger)
+            enqueue.request_round(cluster_id, trigger)
         except outages.OUTAGE_ERRORS as exc:  # Redis restarting: one warning per outage, not one per request
             outages.note(exc, "rounds are not requested on events; the periodic round takes up pending jobs",
                          key="round requests")  # fmt: skip
         except Exception:
             log.exception("could not request a scheduling round for cluster %s", cluster_id)
 
-    transaction.on_commit(enqueue)
+    transaction.on_commit(send)

@@ -37,6 +37,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from clusterctl import outages
+from scheduler import enqueue
 from scheduler.actions.allocations import ShareSpec, allocate, release_allocations
 from scheduler.actions.jobs import SCHEDULER, _event, _move, finish_job, request_round_on_commit, requeue_job
 from scheduler.actions.locking import atomic_retry, lock_job, lock_jobs
@@ -83,11 +84,9 @@ def _send_on_commit(task: str, messages: Sequence[tuple[str, tuple]], link: str 
 def _send(task: str, messages: Sequence[tuple[str, tuple]], link: str = "", **options: Any) -> int:
     """Send each (host, args) now; returns how many went out. The first outage error stops the rest (the broker is
     down for them too: each would wait out the publish retries), which the sweep sends again."""
-    from scheduler import tasks
-
     if outages.recent(outages.BROKER):
         return 0  # it just failed here: the sweep sends these (clusterctl.outages.SKIP_S)
-    node_task, ack = getattr(tasks, task), getattr(tasks, link).s() if link else None
+    node_task, ack = enqueue.task(task), enqueue.task(link).s() if link else None
     for i, (host, args) in enumerate(messages):
         try:
             node_task.apply_async(args, queue=node_queue(host), link=ack, **options)
@@ -110,8 +109,7 @@ def launch_on_commit(job_ids: Iterable[int]) -> None:
         return
 
     def send() -> None:
-        from scheduler.tasks import launch_jobs
-
+        launch_jobs = enqueue.task("launch_jobs")
         if outages.recent(outages.BROKER):
             return  # it just failed here: the sweep launches them (clusterctl.outages.SKIP_S)
         for i in range(0, len(ids), 200):
@@ -694,8 +692,7 @@ def read_log(job: Job, lines: int) -> dict[str, Any]:
         return body
     from celery.exceptions import TimeoutError as CeleryTimeout
 
-    from scheduler.tasks import node_tail
-
+    node_tail = enqueue.task("node_tail")
     timeout = settings.LAUNCH_LOG_TIMEOUT_S
     hosts = list(Launch.objects.filter(job=job, generation=latest).values_list("hostname", flat=True))
     asked = [(h, node_tail.apply_async((h, job.pk, lines), queue=node_queue(h), expires=timeout)) for h in hosts]

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from fabric.models import GPU
-from scheduler import actions, tasks
+from scheduler import actions, enqueue, tasks
 from scheduler.actions import launches as lifecycle
 from scheduler.actions.allocations import ShareSpec
 from scheduler.adapters import build_snapshot
@@ -29,7 +29,7 @@ NODE_TASKS = ("node_prepare", "node_start", "node_stop", "node_forget")
 def sent(monkeypatch, settings):
     """Node messages, captured: (task, host queue, args). Rounds are run by the tests only."""
     settings.LAUNCHER = "process"
-    monkeypatch.setattr(tasks, "request_round", lambda cluster_id, trigger: None)
+    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger: None)
     box: list[tuple[str, str, tuple]] = []
     for name in NODE_TASKS:
         task = getattr(tasks, name)

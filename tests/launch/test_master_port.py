@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.db import IntegrityError, transaction
 
-from scheduler import actions, tasks
+from scheduler import actions, enqueue, tasks
 from scheduler.actions import launches as lifecycle
 from scheduler.choices import LaunchState
 from scheduler.launch.env import (
@@ -86,7 +86,7 @@ def prepares(monkeypatch, settings):
     """The node_prepare messages, captured (no broker)."""
     settings.LAUNCHER = "process"
     settings.LAUNCH_MASTER_PORTS = "29500-29999"
-    monkeypatch.setattr(tasks, "request_round", lambda cluster_id, trigger: None)
+    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger: None)
     box: list[dict] = []
     monkeypatch.setattr(tasks.node_prepare, "apply_async", lambda args, **kw: box.append(args[0]))
     return box

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from clusterctl import outages
-from scheduler import tasks
+from scheduler import enqueue, tasks
 from scheduler.actions import launches as lifecycle
 from scheduler.choices import JobStatus, LaunchState
 from scheduler.models import Launch
@@ -55,7 +55,7 @@ def node_messages(monkeypatch, settings):
     from clusterctl.celery import app
 
     settings.LAUNCHER = "process"
-    monkeypatch.setattr(tasks, "request_round", lambda cluster_id, trigger: None)
+    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger: None)
     box: list[tuple[str, str, tuple, dict]] = []
     for name in ("node_prepare", "node_start", "node_stop", "node_forget"):
         task = getattr(tasks, name)

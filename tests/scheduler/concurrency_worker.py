@@ -20,9 +20,9 @@ def _setup(database_url: str, *, inline_rounds: bool = True) -> None:
         # The test settings run the round each commit requests inline (eager Celery): with every process doing so
         # after every action, rounds would be most of the run. Here rounds run where the race runs them, as a
         # worker would, beside the actions.
-        from scheduler import tasks
+        from scheduler import enqueue
 
-        tasks.request_round = lambda cluster_id, trigger, **kwargs: False
+        enqueue.request_round = lambda cluster_id, trigger, **kwargs: False
 
 
 def _sqlstate(exc: BaseException | None) -> str | None:

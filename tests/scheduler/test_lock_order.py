@@ -17,7 +17,7 @@ import pytest
 from django.db import connections, transaction
 
 from fabric import actions as fabric_actions
-from scheduler import actions, tasks
+from scheduler import actions, enqueue
 from scheduler.models import Allocation, Job
 from scheduler.rounds import run_round
 from tests.processes import database_url
@@ -32,7 +32,7 @@ pytestmark = [
 def _setup(transactional_db, monkeypatch):
     actions.ensure_priority_classes()  # a transactional test's flush removed the migration's classes
     # Each commit would run a round inline (eager Celery in the tests); here the test runs the rounds it means.
-    monkeypatch.setattr(tasks, "request_round", lambda cluster_id, trigger, **kwargs: False)
+    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger, **kwargs: False)
 
 
 @contextmanager

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from django.db import IntegrityError, OperationalError, connection, connections, transaction
 
-from scheduler import actions, tasks
+from scheduler import actions, enqueue
 from scheduler.actions.locking import ATTEMPTS, atomic_retry
 from scheduler.models import GpuLedger, Job, JobEvent
 from scheduler.rounds import run_round
@@ -26,7 +26,7 @@ pytestmark = [
 def _setup(transactional_db, monkeypatch):
     actions.ensure_priority_classes()  # a transactional test's flush removed the migration's classes
     # Each commit would run a round inline (eager Celery in the tests); here the test runs the rounds it means.
-    monkeypatch.setattr(tasks, "request_round", lambda cluster_id, trigger, **kwargs: False)
+    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger, **kwargs: False)
 
 
 def _running(cluster, submit, gpus: int = 8) -> Job:

@@ -7,13 +7,18 @@ import time
 import pytest
 from django.db import connections
 
-from scheduler import rounds
+from scheduler import actions, rounds
 from scheduler.models import SchedulingRound
 from scheduler.rounds import run_round
 
 
+@pytest.fixture
+def classes(transactional_db):
+    actions.ensure_priority_classes()  # a transactional test's flush removed the migration's classes
+
+
 @pytest.mark.django_db(transaction=True)
-def test_duration_counts_the_commit(cluster, submit, monkeypatch):
+def test_duration_counts_the_commit(classes, cluster, submit, monkeypatch):
     submit(8)  # (in a transactional test its submit's own round has placed it already)
     wrapper = connections["default"]
     real_commit = wrapper.commit

@@ -12,7 +12,7 @@ from django.test import override_settings
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from fabric.models import Cluster
-from scheduler import actions, rounds, tasks
+from scheduler import actions, enqueue, rounds, tasks
 from scheduler.models import SchedulingRound
 
 pytestmark = pytest.mark.django_db
@@ -91,8 +91,8 @@ def test_ticks_that_queued_up_while_no_worker_ran_make_one_round(cluster, submit
 def test_a_request_whose_round_was_lost_holds_back_new_ones_for_one_interval_at_most(cluster, monkeypatch):
     lost = []  # the broker took each message; the worker that took it died before it started the round
     monkeypatch.setattr(tasks.run_round, "apply_async", lambda args, **options: lost.append(args))
-    tasks.request_round(cluster.pk, "job 1 submitted")
-    tasks.request_round(cluster.pk, "job 2 submitted")  # debounced: one round for a burst
+    enqueue.request_round(cluster.pk, "job 1 submitted")
+    enqueue.request_round(cluster.pk, "job 2 submitted")  # debounced: one round for a burst
     time.sleep(1.1)
-    tasks.request_round(cluster.pk, "job 3 submitted")
+    enqueue.request_round(cluster.pk, "job 3 submitted")
     assert lost == [(cluster.pk, "job 1 submitted"), (cluster.pk, "job 3 submitted")]

@@ -108,8 +108,8 @@ def test_in_embedded_mode_the_quotas_round_is_left_to_the_demos_process(pool, mo
     command (before: a whole round and a broadcast ran in it, a log line each, before it exited)."""
     ran, requested = [], []
     monkeypatch.setattr("scheduler.rounds.run_round", lambda *a, **k: ran.append(a))
-    real_request = __import__("scheduler.tasks", fromlist=["request_round"]).request_round
-    monkeypatch.setattr("scheduler.tasks.request_round", lambda *a: requested.append(a) or real_request(*a))
+    real_request = __import__("scheduler.enqueue", fromlist=["request_round"]).request_round
+    monkeypatch.setattr("scheduler.enqueue.request_round", lambda *a: requested.append(a) or real_request(*a))
     monkeypatch.setitem(app.conf, "broker_url", "memory://localhost/")
     monkeypatch.setitem(app.conf, "task_always_eager", True)
     tenant_user("--quota", f"{pool.pk}:8:0", "--no-token")

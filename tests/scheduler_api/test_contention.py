@@ -7,7 +7,7 @@ import pytest
 from django.db import connection
 from django.db.backends.signals import connection_created
 
-from scheduler import tasks
+from scheduler import enqueue
 from scheduler.actions.locking import ATTEMPTS
 from tests.processes import database_url
 from tests.scheduler_api.helpers import JOBS
@@ -24,7 +24,7 @@ def _short_lock_timeout(sender, connection, **kwargs) -> None:
 
 
 def test_a_cancel_that_times_out_on_every_attempt_answers_503_with_retry_after(site, api_a, submit, monkeypatch):
-    monkeypatch.setattr(tasks, "request_round", lambda cluster_id, trigger, **kwargs: False)
+    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger, **kwargs: False)
     job = submit(site.tenant_a, site.default, "held-elsewhere")
     with psycopg.connect(database_url(), options="-c idle_in_transaction_session_timeout=20s") as other:
         other.execute("SELECT 1 FROM scheduler_job WHERE id = %s FOR UPDATE", [job.pk])
