@@ -804,15 +804,18 @@ class Placer:
                 if best_key is None or key < best_key:
                     best_key, best_g, best_frag = key, node.gpus[pos], fr
         self.evaluations += evals
-        if best_g is None:
+        return self._frag_winner(ctx, part, best_key, best_g, best_frag)
+
+    def _frag_winner(self, ctx: JobCtx, part: Partition, key: tuple | None, g: GpuSlot | None, frag: float):
+        """The chosen GPU's share as a candidate scored slowdown + fragmentation, with its sort key."""
+        if g is None or key is None:
             return None
-        sh = self._share_for(ctx, part, best_g)
-        if sh is None:  # pragma: no cover - the state says it fits
+        sh = self._share_for(ctx, part, g)
+        if sh is None:  # pragma: no cover - the search only considers GPUs the share fits
             return None
-        cand = self._eval_shared(ctx, part, [(best_g, sh)])
-        cand.score, cand.frag = cand.slowdown + best_frag, best_frag
-        assert best_key is not None
-        return (cand.score, best_key[1], best_key[2]), cand
+        cand = self._eval_shared(ctx, part, [(g, sh)])
+        cand.score, cand.frag = cand.slowdown + frag, frag
+        return (cand.score, key[1], key[2]), cand
 
     def _state_index(self, part: Partition) -> dict[tuple, dict[NodeSlot, None]]:
         """The partition's eligible nodes grouped by state (CPU and memory left, each GPU's MPS room and load),
@@ -929,15 +932,7 @@ class Placer:
                             consider(g, None if partial else fr)  # same count, same change (save those)
                             top = best_key[1]
         self.evaluations += evals
-        if best_g is None:
-            return None
-        sh = self._share_for(ctx, part, best_g)
-        if sh is None:  # pragma: no cover - the buckets say it fits
-            return None
-        cand = self._eval_shared(ctx, part, [(best_g, sh)])
-        cand.score, cand.frag = cand.slowdown + best_frag, best_frag
-        assert best_key is not None
-        return (cand.score, best_key[1], best_key[2]), cand
+        return self._frag_winner(ctx, part, best_key, best_g, best_frag)
 
     def _mps_frag_multi(self, ctx: JobCtx, part: Partition, frag: MpsFragmentation):
         """Several MPS GPUs on one node: whole-GPU shares look at one node per count of empty GPUs (the

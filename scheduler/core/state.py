@@ -551,12 +551,15 @@ class ClusterState:
                     part.ts_b[key][g] = None
                 g.ts_key = key
 
-    def hold(self, g: GpuSlot, sh: Share) -> None:
-        node = g.node
+    def _changed(self, node: NodeSlot) -> None:
+        """Drop the node's cached state and tell the placer's index (`sig_dirty`), once per change of it."""
         if node.frag_sig is not None:
             node.frag_sig = None
             if self.sig_dirty is not None:
                 self.sig_dirty.append(node)
+
+    def hold(self, g: GpuSlot, sh: Share) -> None:
+        self._changed(g.node)
         if sh.host_cpu_milli or sh.host_memory_mib:
             g.node.take_host(sh.host_cpu_milli, sh.host_memory_mib)
         kind = sh.kind
@@ -578,11 +581,7 @@ class ClusterState:
         self._refresh(g)
 
     def release(self, g: GpuSlot, sh: Share) -> None:
-        node = g.node
-        if node.frag_sig is not None:
-            node.frag_sig = None
-            if self.sig_dirty is not None:
-                self.sig_dirty.append(node)
+        self._changed(g.node)
         if sh.host_cpu_milli or sh.host_memory_mib:
             g.node.take_host(-sh.host_cpu_milli, -sh.host_memory_mib)
         kind = sh.kind
@@ -609,10 +608,7 @@ class ClusterState:
         """Host CPU and memory taken on a node by work that holds no GPU (a replay's CPU-only pods): not
         journaled, not released by any job."""
         node = self.nodes[hostname]
-        if node.frag_sig is not None:
-            node.frag_sig = None
-            if self.sig_dirty is not None:
-                self.sig_dirty.append(node)
+        self._changed(node)
         node.take_host(cpu_milli, memory_mib)
 
     def share_fits(self, g: GpuSlot, sh: Share) -> bool:

@@ -29,6 +29,15 @@ from scheduler.rounds import run_round
 SIZES = [(1, 0.40), (2, 0.15), (4, 0.15), (8, 0.20), (16, 0.06), (32, 0.03), (64, 0.01)]
 
 
+def _request(rng: random.Random, name: str) -> dict:
+    """One job of the bench's mix: SIZES GPUs (gangs of 8-GPU nodes from 16), a 10 min - 10 h estimate."""
+    size = rng.choices(*zip(*SIZES, strict=True))[0]
+    request = {"name": name, "gpus": size, "est_runtime_s": rng.randint(600, 36_000)}
+    if size >= 16:
+        request.update(nodes=size // 8, gpus_per_node=8)
+    return request
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -130,19 +139,12 @@ class Command(BaseCommand):
         placed: list[int] = []
         tenants = list({j.tenant for j in Job.objects.filter(pool=pool).select_related("tenant")[:1000]})
         classes = list(PriorityClass.objects.all())
-        sizes, weights = zip(*SIZES, strict=True)
         for i in range(o["churn_rounds"]):
             running = list(Job.objects.filter(pool=pool, status__in=ACTIVE_STATUSES).only("id"))
             k = max(1, round(o["churn"] * len(running))) if running else 0
             for job in rng.sample(running, k):
                 actions.finish_job(Job.objects.get(pk=job.pk), succeeded=True, actor="bench")
-            requests = []
-            for n in range(k):
-                size = rng.choices(sizes, weights)[0]
-                req = {"name": f"churn-{i}-{n}", "gpus": size, "est_runtime_s": rng.randint(600, 36_000)}
-                if size >= 16:
-                    req.update(nodes=size // 8, gpus_per_node=8)
-                requests.append(req)
+            requests = [_request(rng, f"churn-{i}-{n}") for n in range(k)]
             if requests:
                 actions.submit_jobs_bulk(rng.choice(tenants), pool, rng.choice(classes), requests, request_round=False)
             t = time.perf_counter()
@@ -177,14 +179,10 @@ class Command(BaseCommand):
             actions.set_quota(t, pool, guaranteed_gpus=gpus // 10, borrow_limit=gpus // 5)
         self._cancel_leftovers(pool)
         classes = list(PriorityClass.objects.all())
-        sizes, weights = zip(*SIZES, strict=True)
         self.say(f"queueing {pending} jobs")
         per_tenant: dict[tuple, list[dict]] = {}
         for i in range(pending):
-            size = rng.choices(sizes, weights)[0]
-            request = {"name": f"bench-{i}", "gpus": size, "est_runtime_s": rng.randint(600, 36_000)}
-            if size >= 16:
-                request.update(nodes=size // 8, gpus_per_node=8)
+            request = _request(rng, f"bench-{i}")
             key = (rng.randrange(len(tenants)), rng.randrange(len(classes)))
             per_tenant.setdefault(key, []).append(request)
         for (t, c), requests in per_tenant.items():
