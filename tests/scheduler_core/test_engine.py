@@ -1,7 +1,9 @@
 """The round as a whole: purity, determinism, equivalence classes, stats, and invariants at scale."""
 
 import copy
+import random
 from collections import defaultdict
+from dataclasses import replace
 
 import pytest
 
@@ -21,12 +23,31 @@ def decided(synthetic):
     return schedule(synthetic)
 
 
-def test_same_input_same_decisions(synthetic, decided):
-    again = schedule(synthetic)
-    assert again.placements == decided.placements
-    assert again.pending_reasons == decided.pending_reasons
-    assert again.preemptions == decided.preemptions
-    assert again.migrations == decided.migrations
+def _decisions(d):
+    return d.placements, d.pending_reasons, d.preemptions, d.migrations, d.queue_order
+
+
+@pytest.mark.parametrize("field", ["pending", "running", "pools", "tenants"])
+def test_the_order_of_the_snapshots_lists_does_not_change_a_decision(synthetic, decided, field):
+    # 3000 pending and 122 running jobs, 4 pools, 6 tenants: each list shuffled (three different shuffles),
+    # every placement, reason, preemption, migration and the queue order stay the same.
+    rng = random.Random(11)
+    for _ in range(3):
+        items = list(getattr(synthetic, field))
+        rng.shuffle(items)
+        assert _decisions(schedule(replace(synthetic, **{field: items}))) == _decisions(decided)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="known (issue 15): placement breaks some ties, and prunes some searches, in the order of Snapshot.nodes "
+    "(28 of 204 placements differ, one scoring 1.20 instead of 1.02); the adapter passes nodes in hostname order",
+)
+def test_the_order_of_the_nodes_does_not_change_a_decision(synthetic, decided):
+    nodes = list(synthetic.nodes)
+    random.Random(5).shuffle(nodes)
+    assert _decisions(schedule(replace(synthetic, nodes=nodes))) == _decisions(decided)
 
 
 def test_snapshot_is_not_changed():
@@ -41,8 +62,6 @@ def test_snapshot_is_not_changed():
 
 
 def test_prebuilt_topology_gives_the_same_answer(synthetic, decided):
-    from dataclasses import replace
-
     without = schedule(replace(synthetic, topology=None))
     with_fresh = schedule(replace(synthetic, topology=build_topology(synthetic.fabric)))
     assert without.placements == decided.placements == with_fresh.placements
