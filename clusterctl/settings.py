@@ -438,7 +438,7 @@ SPECTACULAR_SETTINGS = {
         "MPS shares, MIG instances, time-slices, gangs; with their place in the queue, why they wait and when they "
         "are expected to start) and read their quotas and pools; operators also manage the fabric inventory "
         "(import, analysis, live load, health) and every tenant's jobs. Authenticate with `Authorization: Token "
-        "<token>`. Errors: `{\"detail\": ...}`, or field -> [messages] for a 400 (docs/api.md)."
+        '<token>`. Errors: `{"detail": ...}`, or field -> [messages] for a 400 (docs/api.md).'
     ),
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
