@@ -73,6 +73,13 @@ def test_uncorrected_ecc_growing_is_critical():
     assert "2 new" in f.message
 
 
+def test_the_first_uncorrected_ecc_error_is_critical():
+    # 0 -> 1: a GPU that never had one has its first.
+    (f,) = evaluate_gpu(_gpu(ecc_uncorrected=0), _gpu(ecc_uncorrected=1))
+    assert (f.rule, f.severity, f.removes_capacity) == ("gpu_ecc_uncorrected", "critical", True)
+    assert f.message == "1 new uncorrectable ECC error(s) since the last poll"
+
+
 def test_uncorrected_ecc_flat_or_first_sample_does_not_fire():
     assert evaluate_gpu(_gpu(ecc_uncorrected=3), _gpu(ecc_uncorrected=3)) == []
     assert evaluate_gpu(None, _gpu(ecc_uncorrected=3)) == []

@@ -36,6 +36,18 @@ def test_delta_not_saturated_below_max_or_without_width():
     assert counter_delta(0, 2**32 - 1).saturated is False
 
 
+def test_delta_from_zero_is_the_current_reading():
+    assert counter_delta(0, 5) == Delta(5)
+
+
+def test_delta_of_a_flat_counter_is_zero_not_a_reset():
+    assert counter_delta(7, 7) == Delta(0)
+
+
+def test_delta_of_a_counter_reset_to_zero_is_zero_since_the_reset():
+    assert counter_delta(5, 0) == Delta(0, reset=True)
+
+
 def test_port_rates_convert_4_octet_units_to_bytes():
     r = port_rates(_port(port_xmit_data=0, port_rcv_data=0), 10.0, _port(port_xmit_data=1000, port_rcv_data=500), 11.0)
     assert r.tx_bytes_per_s == 4000.0
@@ -76,6 +88,22 @@ def test_port_rates_report_saturated_counter():
     assert r.xmit_wait_per_s == 10.0
 
 
+def test_port_rates_32_bit_counter_one_below_its_maximum_is_not_saturated():
+    # 2**32 - 2 still counts: only 2**32 - 1 is pinned.
+    prev, cur = _port(port_xmit_wait=2**32 - 12), _port(port_xmit_wait=2**32 - 2)
+    cur.counter_bits = {"port_xmit_wait": 32}
+    r = port_rates(prev, 0.0, cur, 1.0)
+    assert r.saturated == []
+    assert r.xmit_wait_per_s == 10.0
+
+
+def test_port_rates_of_an_idle_port_are_zero_not_unknown():
+    idle = _port(port_xmit_data=0, port_rcv_data=0, port_xmit_wait=0)
+    r = port_rates(idle, 0.0, idle, 2.0)
+    assert (r.tx_bytes_per_s, r.rx_bytes_per_s, r.xmit_wait_per_s) == (0.0, 0.0, 0.0)
+    assert (r.resets, r.saturated, r.reason) == ([], [], "")
+
+
 def test_port_rates_error_deltas():
     prev = _port(symbol_error=5, link_downed=1, port_rcv_errors=0, port_xmit_discards=3)
     cur = _port(symbol_error=17, link_downed=1, port_rcv_errors=2, port_xmit_discards=3)
@@ -96,6 +124,11 @@ def test_utilisation_takes_busiest_direction_of_either_end():
     assert link_utilisation(b, a, 100.0) == pytest.approx(0.4)
 
 
+def test_utilisation_is_bytes_times_8_over_the_capacity_in_bits():
+    # 12.5e9 B/s x 8 = 100 Gb/s on a 400 Gb/s link: exactly a quarter.
+    assert link_utilisation(PortRates(interval_s=1.0, tx_bytes_per_s=12.5e9), None, 400.0) == 0.25
+
+
 def test_utilisation_with_one_end_only():
     a = PortRates(interval_s=1.0, tx_bytes_per_s=1.25e9, rx_bytes_per_s=None)
     assert link_utilisation(a, None, 100.0) == pytest.approx(0.1)
@@ -111,6 +144,10 @@ def test_utilisation_unknown_without_rates_or_capacity():
     assert link_utilisation(PortRates(interval_s=1.0, tx_bytes_per_s=1.0), None, 0.0) is None
 
 
+def test_utilisation_unknown_with_a_negative_capacity():
+    assert link_utilisation(PortRates(interval_s=1.0, tx_bytes_per_s=1.0), None, -100.0) is None
+
+
 def test_ewma_first_value_then_smooths_per_key():
     e = Ewma(0.5)
     assert e.update("l1", 10.0) == 10.0
@@ -122,3 +159,15 @@ def test_ewma_first_value_then_smooths_per_key():
 def test_ewma_rejects_bad_alpha():
     with pytest.raises(ValueError):
         Ewma(0.0)
+
+
+@pytest.mark.parametrize("alpha", [1.5, -0.5])
+def test_ewma_rejects_alpha_outside_zero_to_one(alpha):
+    with pytest.raises(ValueError, match=r"alpha must be in \(0, 1\]"):
+        Ewma(alpha)
+
+
+def test_ewma_with_alpha_one_follows_each_value():
+    e = Ewma(1.0)
+    e.update("l1", 10.0)
+    assert e.update("l1", 20.0) == 20.0
