@@ -1,7 +1,8 @@
 """Quotas: guaranteed share, borrowing idle GPUs up to a limit, reclaim by preemption."""
 
 from scheduler.core import schedule
-from scheduler.core.types import Share
+from scheduler.core.quotas import QuotaBook, QuotaVerdict
+from scheduler.core.types import Config, JobRequest, PoolState, Quota, Share, TenantState
 from tests.scheduler_core.builders import SnapBuilder
 
 
@@ -180,3 +181,110 @@ def test_non_preemptible_borrowed_job_is_not_reclaimed():
     b.run(9, {"n1": list(range(8))}, tenant="x", borrowed=True, preemptible=False)
     b.job(1, gpus=8, tenant="owner")
     assert schedule(b.snapshot()).preemptions == []
+
+
+def test_a_one_gpu_job_of_a_tenant_without_quota_is_borrowing():
+    # No quota: 0 guaranteed, so even 0 + 1 = 1 GPU is more than the guarantee and is borrowed (reclaimable).
+    b = cluster()
+    b.job(1, gpus=1, tenant="nobody")
+    (p,) = schedule(b.snapshot()).placements
+    assert (p.job_id, p.borrowed) == (1, True)
+
+
+def test_a_non_preemptible_job_of_a_tenant_without_quota_cannot_borrow():
+    b = cluster()
+    b.job(1, gpus=1, tenant="nobody", preemptible=False)
+    d = schedule(b.snapshot())
+    assert d.placements == []
+    assert d.pending_reasons[1] == (
+        "tenant quota: 0 GPUs in use + 1 asked = 1, more than 0 guaranteed; a non-preemptible job cannot borrow"
+    )
+
+
+# ------------------------------------------------------------------ the book itself: one verdict per case
+
+
+def book(quota: Quota | None = None, **config) -> QuotaBook:
+    tenants = [TenantState("a", {1: quota})] if quota is not None else []
+    return QuotaBook(tenants, {1: PoolState(1, "train")}, Config(**config))
+
+
+def verdict(v: QuotaVerdict) -> tuple:
+    return (v.ok, v.borrowed, v.in_quota, v.reason)
+
+
+def test_book_in_quota_starts_unborrowed_and_may_reclaim():
+    b = book(Quota(4, 4))
+    b.charge("a", 1, 3)
+    assert verdict(b.check(JobRequest(1, "a", 1, gpus=1), 1)) == (True, False, True, None)  # 3 + 1 <= 4
+
+
+def test_book_over_the_guarantee_borrows():
+    b = book(Quota(4, 4))
+    b.charge("a", 1, 3)
+    assert verdict(b.check(JobRequest(1, "a", 1, gpus=2), 2)) == (True, True, False, None)  # 4 < 3 + 2 <= 8
+
+
+def test_book_refuses_a_non_preemptible_job_over_the_guarantee_borrowing_nothing():
+    b = book(Quota(4, 4))
+    b.charge("a", 1, 3)
+    assert verdict(b.check(JobRequest(1, "a", 1, gpus=2, preemptible=False), 2)) == (
+        False,
+        False,
+        False,
+        "tenant quota: 3 GPUs in use + 2 asked = 5, more than 4 guaranteed; a non-preemptible job cannot borrow",
+    )
+
+
+def test_book_refuses_beyond_guarantee_plus_limit_borrowing_nothing():
+    b = book(Quota(4, 4))
+    b.charge("a", 1, 7)
+    assert verdict(b.check(JobRequest(1, "a", 1, gpus=2), 2)) == (
+        False,
+        False,
+        False,
+        "tenant quota: 7 GPUs in use + 2 asked = 9, more than 4 guaranteed + 4 borrowable = 8",
+    )
+
+
+def test_book_refuses_a_job_bigger_than_guarantee_plus_limit_borrowing_nothing():
+    assert verdict(book(Quota(4, 4)).check(JobRequest(1, "a", 1, gpus=9), 9)) == (
+        False,
+        False,
+        False,
+        "needs 9 GPUs, more than the tenant quota allows at once: 4 guaranteed + 4 borrowable = 8",
+    )
+
+
+def test_book_refuses_a_tenant_without_quota_when_configured_borrowing_nothing():
+    b = book(borrow_without_quota=False)
+    assert verdict(b.check(JobRequest(1, "a", 1, gpus=1), 1)) == (
+        False,
+        False,
+        False,
+        "tenant a has no quota in pool 'train'",
+    )
+
+
+def test_book_names_an_unknown_pool_by_its_number():
+    b = book(borrow_without_quota=False)
+    assert b.check(JobRequest(1, "a", 7, gpus=1), 1).reason == "tenant a has no quota in pool '7'"
+
+
+def test_book_usage_starts_at_zero_and_follows_charges_and_refunds():
+    b = book(Quota(4, 4))
+    assert b.usage("a", 1) == 0.0
+    b.charge("a", 1, 3)
+    b.refund("a", 1, 1)
+    assert b.usage("a", 1) == 2.0
+    b.refund("a", 1, 2)
+    assert b.usage("a", 1) == 0.0
+
+
+def test_book_usage_never_goes_below_zero():
+    b = book(Quota(4, 4))
+    b.charge("a", 1, 1)
+    b.refund("a", 1, 3)
+    assert b.usage("a", 1) == 0.0
+    b.refund("b", 1, 0.5)  # never charged
+    assert b.usage("b", 1) == 0.0
