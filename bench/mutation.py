@@ -1,0 +1,815 @@
+"""Mutation testing of the pure cores: does the test suite notice a small change of behaviour?
+
+    .venv/bin/python bench/mutation.py fabric/topology/spof.py            # one module
+    .venv/bin/python bench/mutation.py fabric/telemetry                   # every module of a folder
+    .venv/bin/python bench/mutation.py --all                              # the four pure cores, module by module
+    options: --list (print the mutants, run nothing)  --only TEXT (mutants whose key holds TEXT)
+             --check-equivalent (run the allow-listed mutants too)  --retrace (redo the coverage pass)
+
+A mutant is one small edit of the module's syntax tree, made in memory (the file on disk is never touched):
+  compare   one comparison operator flipped: < <=, > >=, == !=, in / not in, is / is not (both ways)
+  boolop    `and` <-> `or`
+  int       an integer constant shifted by +1 and by -1
+  float     the same for a float constant (0.0 -> 1.0, a tolerance 1e-9 -> 1.000000001)
+  bool      True <-> False
+  negate    the condition of an if / while / conditional expression / comprehension filter negated
+  return    `return X` -> `return None`
+Nothing in type annotations, under `if TYPE_CHECKING:` or in a decorator's `slots=` is mutated.
+
+Each mutant runs, one after the other in a child forked from this process (which imported pytest and its
+plugins once, never the project), `pytest -x -q -p no:django` on the pure tests of TEST_DIRS that exercise the
+mutated code, with the mutant served to the import system in place of the module (PYTHONHASHSEED=0, the
+hypothesis database in a temporary folder). Which tests exercise what comes from a coverage pass over TEST_DIRS
+(sys.monitoring; cached per test file in bench/out/mutation/trace.json, redone for a file when it or the code
+its tests called changed): per test, the project functions it called. A mutant inside a function runs the tests
+that called that function, fastest first; a module-level mutant (a constant, a dataclass default) runs every
+test that called code of a module importing it, directly or not, plus the test files that import one of those
+modules. A mutant that survives its tests is run again on the whole test files of those tests (a fixture or
+cache shared between tests is then exercised too) before it counts as survived. A test that fails must pass on
+the unmodified code when run alone, else it is dropped and the mutant rerun. Tests that fail or are skipped
+(xfail included) in the coverage pass judge nothing.
+
+Outcome per mutant: killed (a test failed, or the mutant broke the import), timeout (more than TIMEOUT_FACTOR x
+the tests' own time + TIMEOUT_EXTRA_S: counted as killed, an infinite loop is caught), survived (no test failed,
+or no test runs the code), equivalent (allow-listed in EQUIVALENT: no behaviour change, with the reason).
+Score = (killed + timeout) / (all - equivalent); the raw score (/ all) is printed beside it.
+Results: a table per module on stdout and bench/out/mutation/<module>.json with every survivor's file:line
+and diff. docs/testing.md has the measured scores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import hashlib
+import importlib.abc
+import importlib.util
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "out" / "mutation"
+CORES = ("fabric/topology", "fabric/importers", "fabric/telemetry", "scheduler/core")
+TEST_DIRS = ("tests/topology", "tests/importers", "tests/scheduler_core", "tests/telemetry", "tests/sim")
+PROJECT_PACKAGES = ("fabric", "scheduler", "clusterctl", "dashboard")
+TIMEOUT_FACTOR = 4.0
+TIMEOUT_EXTRA_S = 20.0
+
+# Tests that cannot judge a mutant: node id prefix -> why.
+DESELECT: dict[str, str] = {
+    "tests/topology/test_layout.py::test_two_thousand_nodes_and_128_switches_lay_out_in_under_50_ms": (
+        "wall-clock bound: fails on a loaded machine whatever the code does"
+    ),
+}
+
+# Mutants with no behaviour change: "path | key" (as printed by --list) -> why.
+EQUIVALENT: dict[str, str] = {}
+
+
+#
+# Mutants
+#
+
+_COMPARE_FLIP: dict[type, type] = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Mutant:
+    path: str  # relative to the repository
+    node: int  # position of the mutated node in ast.walk order
+    variant: int
+    kind: str
+    scope: str | None  # qualified name of the innermost enclosing function; None at module or class level
+    line: int
+    before: str
+    after: str
+    key: str  # stable across edits elsewhere in the file: scope, kind, before -> after (#n for repeats)
+
+    @property
+    def ident(self) -> str:
+        return f"{self.path} | {self.key}"
+
+
+def module_name(path: str) -> str:
+    parts = list(Path(path).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _scopes_and_skips(tree: ast.Module) -> tuple[dict[int, str | None], set[int]]:
+    """id(node) -> enclosing function's qualname (None: runs at import); ids of nodes never mutated."""
+    scope: dict[int, str | None] = {}
+    skip: set[int] = set()
+
+    def mark_skip(node: ast.AST | None) -> None:
+        if node is not None:
+            skip.update(id(n) for n in ast.walk(node))
+
+    def visit(node: ast.AST, func: str | None, qual: str) -> None:
+        scope[id(node)] = func
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            mark_skip(node)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+                if a is not None:
+                    mark_skip(a.annotation)
+            mark_skip(node.returns)
+            _skip_slots(node.decorator_list, mark_skip)
+            for outer in [*node.decorator_list, *args.defaults, *(d for d in args.kw_defaults if d is not None)]:
+                visit(outer, func, qual)
+            inner = f"{qual}{node.name}"
+            for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+                if a is not None:
+                    visit(a, inner, "")
+            for stmt in node.body:
+                visit(stmt, inner, f"{inner}.<locals>.")
+            return
+        if isinstance(node, ast.ClassDef):
+            _skip_slots(node.decorator_list, mark_skip)
+            for outer in [*node.decorator_list, *node.bases, *node.keywords]:
+                visit(outer, func, qual)
+            for stmt in node.body:
+                visit(stmt, func, f"{qual}{node.name}.")
+            return
+        if isinstance(node, ast.AnnAssign):
+            mark_skip(node.annotation)
+        for child in ast.iter_child_nodes(node):
+            visit(child, func, qual)
+
+    visit(tree, None, "")
+    return scope, skip
+
+
+def _skip_slots(decorators: list[ast.expr], mark_skip) -> None:
+    """`@dataclass(slots=True)`: a memory layout, not behaviour (only the `__dict__` of instances goes)."""
+    for d in decorators:
+        if isinstance(d, ast.Call):
+            for k in d.keywords:
+                if k.arg == "slots":
+                    mark_skip(k.value)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _variants(node: ast.AST) -> Iterator[tuple[int, str]]:
+    """(variant, kind) of every mutant of this node."""
+    if isinstance(node, ast.Compare):
+        for i, op in enumerate(node.ops):
+            if type(op) in _COMPARE_FLIP:
+                yield i, "compare"
+    elif isinstance(node, ast.BoolOp):
+        yield 0, "boolop"
+    elif isinstance(node, ast.Constant) and isinstance(node.value, bool):
+        yield 0, "bool"
+    elif isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        kind = type(node.value).__name__
+        yield 0, kind
+        yield 1, kind
+    elif isinstance(node, (ast.If, ast.While, ast.IfExp)):
+        yield 0, "negate"
+    elif isinstance(node, ast.comprehension):
+        for i in range(len(node.ifs)):
+            yield i, "negate"
+    elif isinstance(node, ast.Return) and node.value is not None:
+        v = node.value
+        if not (isinstance(v, ast.Constant) and (v.value is None or isinstance(v.value, bool))):
+            yield 0, "return"
+
+
+def _apply(node: ast.AST, variant: int) -> ast.AST:
+    """Mutate `node` in place and return it."""
+    if isinstance(node, ast.Compare):
+        node.ops[variant] = _COMPARE_FLIP[type(node.ops[variant])]()
+    elif isinstance(node, ast.BoolOp):
+        node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+    elif isinstance(node, ast.Constant) and isinstance(node.value, bool):
+        node.value = not node.value
+    elif isinstance(node, ast.Constant):
+        node.value = node.value + (1 if variant == 0 else -1)
+    elif isinstance(node, (ast.If, ast.While, ast.IfExp)):
+        node.test = ast.copy_location(ast.UnaryOp(ast.Not(), node.test), node.test)
+    elif isinstance(node, ast.comprehension):
+        node.ifs[variant] = ast.copy_location(ast.UnaryOp(ast.Not(), node.ifs[variant]), node.ifs[variant])
+    elif isinstance(node, ast.Return):
+        assert node.value is not None
+        node.value = ast.copy_location(ast.Constant(None), node.value)
+    return node
+
+
+def _shown(node: ast.AST, variant: int) -> ast.AST:
+    """The part of `node` that a mutant's text shows (an if statement: its condition only)."""
+    if isinstance(node, (ast.If, ast.While, ast.IfExp)):
+        return node.test
+    if isinstance(node, ast.comprehension):
+        return node.ifs[variant]
+    return node
+
+
+def _texts(before: ast.AST, after: ast.AST, limit: int = 120) -> tuple[str, str]:
+    """Source of the two nodes; a long pair is cut to the same window around its first difference."""
+    a, b = ast.unparse(before), ast.unparse(after)
+    if max(len(a), len(b)) <= limit:
+        return a, b
+    i = next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    lo = max(0, i - limit // 2)
+
+    def cut(t: str) -> str:
+        return ("..." if lo else "") + t[lo : lo + limit] + ("..." if lo + limit < len(t) else "")
+
+    return cut(a), cut(b)
+
+
+# A bare number says little: it is shown in the expression around it, climbing through these.
+_CONTAINERS = (ast.UnaryOp, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.keyword, ast.Slice)
+
+
+def mutants(path: str) -> list[Mutant]:
+    source = (ROOT / path).read_text()
+    tree = ast.parse(source)
+    scope, skip = _scopes_and_skips(tree)
+    parent = {id(child): node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    out: list[Mutant] = []
+    seen: dict[str, int] = {}
+    for index, node in enumerate(ast.walk(tree)):
+        if id(node) in skip:
+            continue
+        for variant, kind in _variants(node):
+            if isinstance(node, ast.Constant):
+                around = parent[id(node)]
+                while isinstance(around, _CONTAINERS) and id(around) in parent:
+                    around = parent[id(around)]
+                old = node.value
+                original = copy.deepcopy(around)
+                _apply(node, variant)
+                mutated = copy.deepcopy(around)
+                node.value = old
+            else:
+                original = _shown(node, variant)
+                mutated = _shown(_apply(copy.deepcopy(node), variant), variant)
+            if ast.dump(original) == ast.dump(mutated):
+                continue
+            before, after = _texts(original, mutated)
+            where = scope.get(id(node)) or "<module>"
+            key = f"{where}: {kind}: {before} -> {after}"
+            seen[key] = seen.get(key, 0) + 1
+            if seen[key] > 1:
+                key = f"{key} #{seen[key]}"
+            out.append(
+                Mutant(
+                    path, index, variant, kind, scope.get(id(node)), _shown(node, variant).lineno, before, after, key
+                )
+            )
+    return out
+
+
+def mutated_tree(source: str, index: int, variant: int) -> ast.Module:
+    tree = ast.parse(source)
+    for i, node in enumerate(ast.walk(tree)):
+        if i == index:
+            _apply(node, variant)
+            return ast.fix_missing_locations(tree)
+    raise LookupError(f"no node {index}")
+
+
+def diff(m: Mutant) -> list[str]:
+    lines = (ROOT / m.path).read_text().splitlines()
+    return [f"{m.path}:{m.line}: {lines[m.line - 1].strip()}", f"  - {m.before}", f"  + {m.after}"]
+
+
+#
+# The child process: pytest with one mutant in place of its module
+#
+
+
+class _MutantLoader(importlib.abc.Loader):
+    def __init__(self, code) -> None:
+        self.code = code
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module) -> None:
+        exec(self.code, module.__dict__)
+
+
+class _MutantFinder(importlib.abc.MetaPathFinder):
+    def __init__(self, name: str, path: Path, code) -> None:
+        self.name, self.path, self.code = name, path, code
+        self.loaded = False
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        self.loaded = True
+        package = [str(self.path.parent)] if self.path.name == "__init__.py" else None
+        return importlib.util.spec_from_file_location(
+            fullname, self.path, loader=_MutantLoader(self.code), submodule_search_locations=package
+        )
+
+
+class _FirstFailure:
+    def __init__(self) -> None:
+        self.failed: str | None = None
+
+    def pytest_runtest_logreport(self, report) -> None:
+        if report.failed and self.failed is None:
+            self.failed = report.nodeid
+
+    def pytest_collectreport(self, report) -> None:
+        if report.failed and self.failed is None:
+            self.failed = f"collect:{report.nodeid}"
+
+
+class _Trace:
+    """Per test: the project functions it called (sys.monitoring PY_START, each code object reported once per test)."""
+
+    def __init__(self) -> None:
+        self.prefixes = tuple(str(ROOT / p) + os.sep for p in PROJECT_PACKAGES)
+        self.current: set[tuple[str, str]] = set()
+        self.tests: dict[str, dict] = {}
+        self.mon = getattr(sys, "monitoring", None)
+        if self.mon is not None:
+            self.tool = self.mon.PROFILER_ID
+            self.mon.use_tool_id(self.tool, "bench/mutation.py")
+            self.mon.register_callback(self.tool, self.mon.events.PY_START, self._started)
+            self.mon.set_events(self.tool, self.mon.events.PY_START)
+        else:  # Python 3.11: a profile hook on every call (slower)
+            sys.setprofile(self._profile)
+            import threading
+
+            threading.setprofile(self._profile)
+
+    def _record(self, code) -> None:
+        if code.co_filename.startswith(self.prefixes):
+            name = getattr(code, "co_qualname", code.co_name)
+            self.current.add((os.path.relpath(code.co_filename, ROOT), name))
+
+    def _started(self, code, offset):
+        self._record(code)
+        return self.mon.DISABLE
+
+    def _profile(self, frame, event, arg) -> None:
+        if event == "call":
+            self._record(frame.f_code)
+
+    def pytest_runtest_protocol(self, item, nextitem):
+        if self.mon is not None:
+            self.mon.restart_events()
+        self.current = set()
+        self.tests[item.nodeid] = {"file": item.nodeid.split("::")[0], "duration": 0.0, "outcome": "passed"}
+
+    def pytest_runtest_logreport(self, report) -> None:
+        entry = self.tests.get(report.nodeid)
+        if entry is None:
+            return
+        entry["duration"] += report.duration
+        if report.failed:
+            entry["outcome"] = "failed"
+        elif report.skipped and entry["outcome"] == "passed":
+            entry["outcome"] = "skipped"
+        if report.when == "teardown":
+            entry["calls"] = sorted(f"{p}::{q}" for p, q in self.current)
+
+
+def _pytest_args(extra: list[str]) -> list[str]:
+    return [
+        "-q",
+        "-p",
+        "no:django",
+        "-p",
+        "no:cacheprovider",
+        "--import-mode=importlib",
+        "--rootdir",
+        str(ROOT),
+        "-W",
+        "ignore::pytest.PytestConfigWarning",
+        *extra,
+    ]
+
+
+def _child(spec: dict) -> None:
+    """In the forked child: pytest on spec["args"], with the mutant (if any) in place of its module."""
+    import pytest
+
+    sys.path.insert(0, str(ROOT))
+    finder = None
+    if spec.get("path"):
+        path = ROOT / spec["path"]
+        tree = mutated_tree(path.read_text(), spec["node"], spec["variant"])
+        code = compile(tree, str(path), "exec", dont_inherit=True)
+        finder = _MutantFinder(module_name(spec["path"]), path, code)
+        sys.meta_path.insert(0, finder)
+    result: dict = {}
+    if spec["mode"] == "trace":
+        trace = _Trace()
+        rc = pytest.main(_pytest_args(spec["args"]), plugins=[trace])
+        result["tests"] = trace.tests
+    else:
+        first = _FirstFailure()
+        rc = pytest.main(_pytest_args(["-x", *spec["args"]]), plugins=[first])
+        result["failed"] = first.failed
+    result["rc"] = int(rc)
+    result["loaded"] = bool(finder and finder.loaded)
+    Path(spec["result"]).write_text(json.dumps(result))
+
+
+def _preload() -> None:
+    """Import pytest and its plugins' third-party modules once, before forking: each run then starts in
+    milliseconds instead of seconds. Nothing of the project is imported here (the mutant must be the first)."""
+    from importlib.metadata import entry_points
+
+    import pytest  # noqa: F401
+
+    for ep in entry_points(group="pytest11"):
+        if ep.name != "django" and not ep.value.startswith(PROJECT_PACKAGES):
+            try:
+                importlib.import_module(ep.value.split(":")[0])
+            except Exception:  # a plugin that cannot load here will not load in the child either
+                pass
+    for name in ("hypothesis", "yaml"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    assert not [m for m in sys.modules if m.split(".")[0] in PROJECT_PACKAGES], "a project module was preloaded"
+
+
+#
+# The parent: coverage pass, selection, runs
+#
+
+
+def _run_child(spec: dict, timeout: float | None, log: Path) -> tuple[dict | None, float]:
+    """Fork, run `_child` there with its output in `log`; (result, seconds), result None on a timeout."""
+    with tempfile.TemporaryDirectory(prefix="mutation-") as tmp:
+        spec = {**spec, "result": str(Path(tmp) / "result.json")}
+        sys.stdout.flush()
+        sys.stderr.flush()
+        t0 = time.monotonic()
+        pid = os.fork()
+        if pid == 0:  # the child
+            code = 0
+            try:
+                os.setsid()
+                fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                os.dup2(fd, 1)
+                os.dup2(fd, 2)
+                os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = str(Path(tmp) / "hypothesis")
+                _child(spec)
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+                code = 1
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        deadline = None if timeout is None else t0 + timeout
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                os.killpg(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return None, time.monotonic() - t0
+            time.sleep(0.02)
+        elapsed = time.monotonic() - t0
+        result_file = Path(spec["result"])
+        if not result_file.exists():  # the child died (a mutant that crashes the interpreter)
+            return {"rc": -1, "failed": f"crash:status={status}", "loaded": True}, elapsed
+        return json.loads(result_file.read_text()), elapsed
+
+
+def _digest(rel: str) -> str:
+    p = ROOT / rel
+    return hashlib.sha256(p.read_bytes()).hexdigest()[:16] if p.exists() else "-"
+
+
+def _test_files() -> tuple[list[str], str]:
+    """The test files of TEST_DIRS, and a digest of what every one of them depends on (conftest files, helper
+    modules beside the tests, the deselection list)."""
+    files: list[str] = []
+    shared = hashlib.sha256(json.dumps([TEST_DIRS, sorted(DESELECT)]).encode())
+    helpers = {"tests/conftest.py"}
+    for d in TEST_DIRS:
+        for p in sorted((ROOT / d).rglob("*.py")):
+            rel = str(p.relative_to(ROOT))
+            if p.name.startswith("test_"):
+                files.append(rel)
+            else:
+                helpers.add(rel)
+    for rel in sorted(helpers):
+        shared.update(f"{rel}={_digest(rel)}".encode())
+    return files, shared.hexdigest()[:16]
+
+
+def coverage_pass(retrace: bool) -> dict[str, dict]:
+    """Per test: duration, outcome and the project functions it called. Cached per test file in
+    bench/out/mutation/trace.json; a file is traced again when it, or a project file its tests called, changed
+    (and every file when a conftest or a helper module of the tests did)."""
+    OUT.mkdir(parents=True, exist_ok=True)
+    cache_file = OUT / "trace.json"
+    files, shared = _test_files()
+    cache = json.loads(cache_file.read_text()) if cache_file.exists() and not retrace else {}
+    if cache.get("shared") != shared:
+        cache = {"shared": shared, "files": {}}
+    digests: dict[str, str] = {}
+
+    def digest(rel: str) -> str:
+        if rel not in digests:
+            digests[rel] = _digest(rel)
+        return digests[rel]
+
+    stale = [
+        f
+        for f in files
+        if f not in cache["files"]
+        or cache["files"][f]["digest"] != digest(f)
+        or any(digest(src) != d for src, d in cache["files"][f]["sources"].items())
+    ]
+    cache["files"] = {f: v for f, v in cache["files"].items() if f in files and f not in stale}
+    if stale:
+        print(f"coverage pass over {len(stale)} of {len(files)} test files ...", flush=True)
+        deselect = [arg for prefix in DESELECT for arg in ("--deselect", prefix)]
+        result, elapsed = _run_child({"mode": "trace", "args": [*deselect, *stale]}, None, OUT / "trace.log")
+        assert result is not None
+        by_file: dict[str, dict] = {f: {} for f in stale}
+        for k, v in result["tests"].items():
+            if "calls" in v and not any(k.startswith(d) for d in DESELECT) and v["file"] in by_file:
+                by_file[v["file"]][k] = v
+        for f, tests in by_file.items():
+            sources = sorted({call.split("::")[0] for v in tests.values() for call in v["calls"]})
+            cache["files"][f] = {"digest": digest(f), "sources": {s: digest(s) for s in sources}, "tests": tests}
+        failed = sorted(k for t in by_file.values() for k, v in t.items() if v["outcome"] == "failed")
+        if failed:
+            print(f"  {len(failed)} tests fail on the unmodified code and are left out: {failed[:5]}", flush=True)
+        print(f"  {sum(len(t) for t in by_file.values())} tests in {elapsed:.0f} s", flush=True)
+        cache_file.write_text(json.dumps(cache))
+    return {k: v for entry in cache["files"].values() for k, v in entry["tests"].items()}
+
+
+def _imports(path: Path, name: str) -> set[str]:
+    """Project modules a file imports (a `from package import name` counts name when it is a module)."""
+    out: set[str] = set()
+    try:
+        tree = ast.parse(path.read_text())
+    except SyntaxError:
+        return out
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, *([base] if base else [])])
+            out.add(base)
+            out.update(f"{base}.{a.name}" for a in node.names)
+    return {m for m in out if m.split(".")[0] in PROJECT_PACKAGES}
+
+
+class Selector:
+    def __init__(self, tests: dict[str, dict]) -> None:
+        self.tests = {k: v for k, v in tests.items() if v["outcome"] == "passed"}
+        self.bad: set[str] = set()  # tests that fail alone on the unmodified code
+        self.by_call: dict[str, list[str]] = {}
+        self.by_file: dict[str, set[str]] = {}
+        for nodeid, entry in self.tests.items():
+            for call in entry["calls"]:
+                self.by_call.setdefault(call, []).append(nodeid)
+                self.by_file.setdefault(call.split("::")[0], set()).add(nodeid)
+        modules = {}
+        for folder in PROJECT_PACKAGES:
+            for p in (ROOT / folder).rglob("*.py"):
+                rel = str(p.relative_to(ROOT))
+                modules[module_name(rel)] = rel
+        self.modules = modules
+        self.importers: dict[str, set[str]] = {}
+        for name, rel in modules.items():
+            for target in _imports(ROOT / rel, name):
+                self.importers.setdefault(target, set()).add(name)
+        self.test_imports: dict[str, set[str]] = {}
+        for entry in self.tests.values():
+            f = entry["file"]
+            if f not in self.test_imports:
+                self.test_imports[f] = _imports(ROOT / f, module_name(f))
+        self._closure: dict[str, set[str]] = {}
+
+    def closure(self, name: str) -> set[str]:
+        """The module and every project module importing it, directly or not (a package's __init__ included)."""
+        if name not in self._closure:
+            seen, todo = {name}, [name]
+            while todo:
+                for up in self.importers.get(todo.pop(), ()):
+                    if up not in seen:
+                        seen.add(up)
+                        todo.append(up)
+            self._closure[name] = seen
+        return self._closure[name]
+
+    def for_mutant(self, m: Mutant) -> list[str]:
+        if m.scope is not None:
+            chosen = set(self.by_call.get(f"{m.path}::{m.scope}", ()))
+        else:
+            names = self.closure(module_name(m.path))
+            chosen = set()
+            for name in names:
+                rel = self.modules.get(name)
+                if rel:
+                    chosen |= self.by_file.get(rel, set())
+            files = {f for f, imported in self.test_imports.items() if imported & names}
+            chosen |= {k for k, v in self.tests.items() if v["file"] in files}
+        return sorted(chosen - self.bad, key=lambda k: (self.tests[k]["duration"], k))
+
+    def whole_files(self, nodeids: list[str]) -> list[str]:
+        files = {self.tests[k]["file"] for k in nodeids}
+        chosen = {k for k, v in self.tests.items() if v["file"] in files}
+        return sorted(chosen - self.bad, key=lambda k: (self.tests[k]["duration"], k))
+
+    def timeout(self, nodeids: list[str]) -> float:
+        return TIMEOUT_FACTOR * sum(self.tests[k]["duration"] for k in nodeids) + TIMEOUT_EXTRA_S
+
+
+@dataclass(slots=True)
+class Outcome:
+    mutant: Mutant
+    status: str  # killed / timeout / survived / equivalent / error (pytest itself failed: counted as survived)
+    by: str | None = None  # the test that failed
+    tests: int = 0
+    seconds: float = 0.0
+    reason: str = ""
+    diff: list[str] = field(default_factory=list)
+
+
+def _passes_alone(nodeid: str, sel: Selector, verified: set[str]) -> bool:
+    if nodeid in verified:
+        return True
+    if nodeid.startswith(("collect:", "crash:")):
+        return True  # the mutant broke the import or the interpreter: the unmodified module imports fine
+    result, _ = _run_child({"mode": "run", "args": [nodeid]}, sel.timeout([nodeid]) * 2, OUT / "verify.log")
+    ok = result is not None and result["rc"] == 0
+    if ok:
+        verified.add(nodeid)
+    else:
+        sel.bad.add(nodeid)
+        print(f"    ! {nodeid} fails alone on the unmodified code: left out", flush=True)
+    return ok
+
+
+def run_mutant(m: Mutant, sel: Selector, verified: set[str]) -> Outcome:
+    spec = {"mode": "run", "path": m.path, "node": m.node, "variant": m.variant}
+    log = OUT / "mutant.log"
+    started = time.monotonic()
+    for stage in ("tests", "files"):
+        while True:
+            chosen = sel.for_mutant(m)
+            if stage == "files":
+                chosen = sel.whole_files(chosen)
+            if not chosen:
+                return Outcome(m, "survived", None, 0, time.monotonic() - started, "no test runs this code")
+            result, _ = _run_child({**spec, "args": chosen}, sel.timeout(chosen), log)
+            if result is None:
+                return Outcome(m, "timeout", None, len(chosen), time.monotonic() - started)
+            if result["rc"] == 0:
+                break
+            failed = result.get("failed")
+            if result["rc"] not in (1, 2, -1) or not failed:  # 3 internal error, 4 usage, 5 nothing collected
+                return Outcome(m, "error", f"pytest rc {result['rc']}", len(chosen), time.monotonic() - started)
+            if _passes_alone(failed, sel, verified):
+                return Outcome(m, "killed", failed, len(chosen), time.monotonic() - started)
+    return Outcome(m, "survived", None, len(chosen), time.monotonic() - started)
+
+
+def run_module(path: str, sel: Selector, only: str | None, check_equivalent: bool) -> dict:
+    ms = [m for m in mutants(path) if only is None or only in m.key]
+    print(f"\n== {path}: {len(ms)} mutants", flush=True)
+    outcomes: list[Outcome] = []
+    verified: set[str] = set()
+    t0 = time.monotonic()
+    for i, m in enumerate(ms, 1):
+        reason = EQUIVALENT.get(m.ident)
+        if reason is not None and not check_equivalent:
+            o = Outcome(m, "equivalent", reason=reason)
+        else:
+            o = run_mutant(m, sel, verified)
+            if reason is not None:
+                o.reason = reason
+                if o.status != "survived":
+                    print(f"    ! allow-listed as equivalent but {o.status}: {m.ident}", flush=True)
+                o.status = "equivalent" if o.status == "survived" else o.status
+        o.diff = diff(m)
+        outcomes.append(o)
+        mark = {"killed": ".", "timeout": "T", "survived": "S", "equivalent": "e", "error": "E"}[o.status]
+        print(f"  [{i}/{len(ms)}] {mark} {m.path}:{m.line} {m.kind}: {m.before} -> {m.after}", flush=True)
+    statuses = ("killed", "timeout", "survived", "equivalent", "error")
+    counts = {s: sum(o.status == s for o in outcomes) for s in statuses}
+    judged = len(outcomes) - counts["equivalent"]
+    caught = counts["killed"] + counts["timeout"]
+    summary = {
+        "module": path,
+        "mutants": len(outcomes),
+        **counts,
+        "score": round(100 * caught / judged, 1) if judged else None,
+        "raw_score": round(100 * caught / len(outcomes), 1) if outcomes else None,
+        "seconds": round(time.monotonic() - t0),
+        "outcomes": [{**asdict(o), "mutant": {**asdict(o.mutant), "ident": o.mutant.ident}} for o in outcomes],
+    }
+    if only is None:
+        OUT.mkdir(parents=True, exist_ok=True)
+        (OUT / (path.replace("/", ".") + ".json")).write_text(json.dumps(summary, indent=1))
+    survivors = [o for o in outcomes if o.status in ("survived", "error")]
+    for o in survivors:
+        print("\n".join([f"  {o.status.upper()} " + o.mutant.ident, *("    " + line for line in o.diff)]))
+        if o.reason:
+            print(f"    ({o.reason})")
+    print(
+        f"== {path}: {len(outcomes)} mutants, killed {counts['killed']}, timeout {counts['timeout']}, "
+        f"survived {counts['survived']}, errors {counts['error']}, equivalent {counts['equivalent']}: "
+        f"score {summary['score']} % "
+        f"(raw {summary['raw_score']} %), {summary['seconds']} s",
+        flush=True,
+    )
+    return summary
+
+
+def _modules(targets: list[str]) -> list[str]:
+    out: list[str] = []
+    for t in targets:
+        p = ROOT / t
+        if p.is_dir():
+            out.extend(str(q.relative_to(ROOT)) for q in sorted(p.glob("*.py")))
+        elif p.suffix == ".py" and p.exists():
+            out.append(str(p.relative_to(ROOT)))
+        else:
+            raise SystemExit(f"{t}: not a module or folder of the repository")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("targets", nargs="*", help="modules or folders, relative to the repository")
+    ap.add_argument("--all", action="store_true", help="every module of the four pure cores")
+    ap.add_argument("--list", action="store_true", help="print the mutants and run nothing")
+    ap.add_argument("--only", help="only the mutants whose key contains this text (results are not saved)")
+    ap.add_argument("--check-equivalent", action="store_true", help="run the allow-listed mutants too")
+    ap.add_argument("--retrace", action="store_true", help="redo the coverage pass even when it is cached")
+    args = ap.parse_args(argv)
+    targets = _modules([*args.targets, *(CORES if args.all else ())])
+    if not targets:
+        ap.error("name modules or folders, or --all")
+    if args.list:
+        for path in targets:
+            for m in mutants(path):
+                eq = "  [equivalent]" if m.ident in EQUIVALENT else ""
+                print(f"{m.path}:{m.line}  {m.ident}{eq}")
+        return 0
+    known = {m.ident for path in targets for m in mutants(path)}
+    for ident in EQUIVALENT:
+        if ident.split(" | ")[0] in targets and ident not in known:
+            print(f"! allow-list entry matches no mutant (stale): {ident}", flush=True)
+    os.chdir(ROOT)
+    _preload()
+    sel = Selector(coverage_pass(args.retrace))
+    summaries = [run_module(path, sel, args.only, args.check_equivalent) for path in targets]
+    print("\nmodule                                    mutants killed timeout survived equiv  score   raw")
+    for s in summaries:
+        print(
+            f"{s['module']:<42}{s['mutants']:>7}{s['killed']:>7}{s['timeout']:>8}{s['survived']:>9}"
+            f"{s['equivalent']:>6}{s['score']!s:>7}{s['raw_score']!s:>6}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    if os.environ.get("PYTHONHASHSEED") != "0":  # one hash seed for every run: results that repeat
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, "PYTHONHASHSEED": "0"})
+    sys.exit(main())
