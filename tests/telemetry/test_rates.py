@@ -48,6 +48,12 @@ def test_delta_of_a_counter_reset_to_zero_is_zero_since_the_reset():
     assert counter_delta(5, 0) == Delta(0, reset=True)
 
 
+def test_delta_unknown_when_a_reading_is_negative():
+    # A negative reading is no count (a collector's error value), not a reset nor traffic.
+    assert counter_delta(-1, 5) == Delta(None)
+    assert counter_delta(5, -1) == Delta(None)
+
+
 def test_port_rates_convert_4_octet_units_to_bytes():
     r = port_rates(_port(port_xmit_data=0, port_rcv_data=0), 10.0, _port(port_xmit_data=1000, port_rcv_data=500), 11.0)
     assert r.tx_bytes_per_s == 4000.0
@@ -117,6 +123,17 @@ def test_port_rates_missing_data_counter_is_none():
     assert r.rx_bytes_per_s == 40.0
 
 
+def test_port_rates_counter_missing_before_gives_no_rate():
+    # port_xmit_data appears only in the second sample: no delta, and no error either.
+    r = port_rates(_port(port_rcv_data=0), 0.0, _port(port_xmit_data=100, port_rcv_data=10), 1.0)
+    assert (r.tx_bytes_per_s, r.rx_bytes_per_s) == (None, 40.0)
+
+
+def test_port_rates_negative_reading_gives_no_rate():
+    r = port_rates(_port(port_xmit_data=-1, port_rcv_data=0), 0.0, _port(port_xmit_data=10, port_rcv_data=-1), 1.0)
+    assert (r.tx_bytes_per_s, r.rx_bytes_per_s, r.resets) == (None, None, [])
+
+
 def test_utilisation_takes_busiest_direction_of_either_end():
     a = PortRates(interval_s=1.0, tx_bytes_per_s=1e9, rx_bytes_per_s=2e9)  # 16 Gb/s
     b = PortRates(interval_s=1.0, tx_bytes_per_s=5e9, rx_bytes_per_s=0.0)  # 40 Gb/s
@@ -144,8 +161,18 @@ def test_utilisation_unknown_without_rates_or_capacity():
     assert link_utilisation(PortRates(interval_s=1.0, tx_bytes_per_s=1.0), None, 0.0) is None
 
 
-def test_utilisation_unknown_with_a_negative_capacity():
-    assert link_utilisation(PortRates(interval_s=1.0, tx_bytes_per_s=1.0), None, -100.0) is None
+@pytest.mark.parametrize("capacity", [-100.0, -0.5])
+def test_utilisation_unknown_with_a_negative_capacity(capacity):
+    assert link_utilisation(PortRates(interval_s=1.0, tx_bytes_per_s=1.0), None, capacity) is None
+
+
+def test_utilisation_of_a_1_gbps_link():
+    # 62.5e6 B/s x 8 = 0.5 Gb/s on 1 Gb/s: half.
+    assert link_utilisation(PortRates(interval_s=1.0, rx_bytes_per_s=62.5e6), None, 1.0) == 0.5
+
+
+def test_utilisation_clamped_to_zero():
+    assert link_utilisation(PortRates(interval_s=1.0, tx_bytes_per_s=-5e9), None, 100.0) == 0.0
 
 
 def test_ewma_first_value_then_smooths_per_key():
