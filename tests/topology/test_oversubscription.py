@@ -114,3 +114,18 @@ def test_a_leaf_without_uplinks_is_worst_even_with_a_single_1_gbps_host_port():
     assert [(row.name, row.host_gbps, row.ratio) for row in r.leaves] == [("leaf1", 1600.0, 4.0), ("leaf2", 1.0, None)]
     assert r.worst == "leaf2"
     assert r.worst_ratio is None
+
+
+def test_with_every_leaf_under_one_to_one_a_leaf_without_live_hosts_is_not_the_worst():
+    # leaf1: one 400 host port over 2 x 400 uplinks = 0.5; leaf2: its only server is down, one live uplink:
+    # 0 / 400 = 0.0. The worst is leaf1 at 0.5.
+    b = FabricBuilder()
+    b.switch("spine1")
+    leaf1, leaf2 = b.switch("leaf1"), b.switch("leaf2")
+    b.link(b.host("h1"), leaf1)
+    b.link(leaf1, "guid-spine1", count=2)
+    b.link(b.host("h2"), leaf2, up=False)
+    b.link(leaf2, "guid-spine1")
+    r = oversub(b)
+    assert [(row.name, row.ratio) for row in r.leaves] == [("leaf1", 0.5), ("leaf2", 0.0)]
+    assert (r.worst, r.worst_ratio) == ("leaf1", 0.5)
