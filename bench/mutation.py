@@ -71,7 +71,72 @@ DESELECT: dict[str, str] = {
 }
 
 # Mutants with no behaviour change: "path | key" (as printed by --list) -> why.
-EQUIVALENT: dict[str, str] = {}
+_SPOF = "fabric/topology/spof.py | "
+_ONE_PIECE = "one piece left (no split): it is the main part or has no host port, so cut_off finds nothing lost"
+_SHORTCUT = (
+    "the removed switch's own hosts: single-homed ones are in `sole`, the others are judged via their other switch"
+)
+EQUIVALENT: dict[str, str] = {
+    _SPOF
+    + "_tarjan: compare: disc[root] >= 0 -> disc[root] > 0": "only switch 0 gets disc 0, and it is the first root",
+    _SPOF + "_tarjan: int: disc[root] >= 0 -> disc[root] >= 1": "only switch 0 gets disc 0, and it is the first root",
+    _SPOF + "_tarjan: int: low = [0] * n -> low = [1] * n": "every low[v] is set when v is discovered, before a read",
+    _SPOF + "_tarjan: int: low = [0] * n -> low = [-1] * n": "every low[v] is set when v is discovered, before a read",
+    _SPOF + "_tarjan: int: disc = [-1] * n -> disc = [-2] * n": "disc is only tested against 0 (< 0: not visited)",
+    _SPOF + "_tarjan: int: parent = [-1] * n -> parent = [-2] * n": "parent is only tested with >= 0",
+    _SPOF + "_tarjan: int: pedge = [-1] * n -> pedge = [-2] * n": "pedge is compared with link indices, never negative",
+    _SPOF
+    + "_tarjan: int: cc = [-1] * n -> cc = [-2] * n": "every switch is visited (each is a root or reached), cc set",
+    _SPOF
+    + "_tarjan: int: cc = [-1] * n -> cc = [-0] * n": "every switch is visited (each is a root or reached), cc set",
+    _SPOF + "_tarjan: compare: disc[w] < low[v] -> disc[w] <= low[v]": "on equality it assigns the value low[v] has",
+    _SPOF + "_tarjan: compare: low[v] < low[p] -> low[v] <= low[p]": "on equality it assigns the value low[p] has",
+    _SPOF + "find_spofs: int: prefix = [0] -> prefix = [1]": "prefix sums are only used as differences (range_ports)",
+    _SPOF + "find_spofs: int: prefix = [0] -> prefix = [-1]": "prefix sums are only used as differences (range_ports)",
+    _SPOF + "find_spofs: int: in_main[0] -> in_main[-1]": "read only when in_main has one element",
+    _SPOF + "find_spofs: int: sws[0] -> sws[-1]": "read only when sws has one element",
+    _SPOF + "find_spofs: int: len(parts) + (1 if rest_size else 0) >= 2 -> len(parts) + (1 if rest_size else 0) >= 1": (
+        _ONE_PIECE
+    ),
+    _SPOF + "find_spofs: int: 1 if rest_size else 0 -> 2 if rest_size else 0": _ONE_PIECE,
+    _SPOF + "find_spofs: int: 1 if rest_size else 0 -> 1 if rest_size else 1": _ONE_PIECE,
+    _SPOF + "find_spofs: int: cc_hi - cc_lo - 1 -> cc_hi - cc_lo - 0": _ONE_PIECE + " (rest_size is only tested for 0)",
+    _SPOF + "find_spofs: int: lost = cut_off([(lo, hi)], -1, 0 if sub_ports > rest_ports else -1) -> "
+    "lost = cut_off([(lo, hi)], -2, 0 if sub_ports > rest_ports else -1)": "removed < 0 means none, -1 or -2 alike",
+    _SPOF + "find_spofs.<locals>.cut_off: compare: pos < cc_hi -> pos <= cc_hi": "adds the empty range (cc_hi, cc_hi)",
+    _SPOF + "find_spofs.<locals>.cut_off: compare: pos < lo -> pos <= lo": "adds the empty range (lo, lo)",
+    _SPOF + "find_spofs.<locals>.cut_off: compare: removed >= 0 -> removed > 0": _SHORTCUT,
+    _SPOF + "find_spofs.<locals>.cut_off: int: removed >= 0 -> removed >= 1": _SHORTCUT,
+    _SPOF + "find_spofs.<locals>.cut_off: int: dfs.disc[removed] + 1 -> dfs.disc[removed] + 0": _SHORTCUT,
+    _SPOF + "find_spofs.<locals>.cut_off: int: len(sws) == 1 -> len(sws) == 0": (
+        "a shortcut: a host with one switch, on the lost side, fails the any() test as well"
+    ),
+    _SPOF + "find_spofs.<locals>.cut_off.<locals>.part_of: int: k >= 0 -> k >= -1": "k = -1 returns -1 either way",
+    "scheduler/core/quotas.py | QuotaBook.check: compare: after <= guaranteed + 1e-09 -> after < guaranteed + 1e-09": (
+        "differs only when the sum is exactly the bound plus the 1e-9 tolerance"
+    ),
+    "scheduler/core/quotas.py | QuotaBook.check: compare: after <= guaranteed + limit + 1e-09 -> "
+    "after < guaranteed + limit + 1e-09": "differs only when the sum is exactly the bound plus the 1e-9 tolerance",
+    "scheduler/core/quotas.py | QuotaBook.check: compare: need > guaranteed + limit + 1e-09 -> "
+    "need >= guaranteed + limit + 1e-09": "differs only when the need is exactly the bound plus the 1e-9 tolerance",
+    **{
+        f"scheduler/core/quotas.py | <module>: float: _NO_QUOTA = (-1.0, -1.0) -> _NO_QUOTA = {t}": (
+            "a sentinel tested by identity (`lim is _NO_QUOTA`); its values are never read"
+        )
+        for t in ("(-2.0, -1.0)", "(-0.0, -1.0)", "(-1.0, -2.0)", "(-1.0, -0.0)")
+    },
+    "scheduler/core/quotas.py | QuotaBook.refund: float: self.used.get(key, 0.0) -> self.used.get(key, -1.0)": (
+        "the result is clamped at 0.0: from 0.0 or -1.0, minus a refund >= 0, it is 0.0"
+    ),
+    "fabric/telemetry/rates.py | <module>: bool: dataclass(frozen=True, slots=True) -> "
+    "dataclass(frozen=False, slots=True)": "nothing assigns to or hashes a Delta (health reads .value)",
+    "fabric/telemetry/rates.py | link_utilisation: compare: capacity_gbps <= 0 -> capacity_gbps < 0": (
+        "a capacity of 0 is caught by `not capacity_gbps` first"
+    ),
+    "fabric/topology/oversubscription.py | _severity: float: row.ratio or 0.0 -> row.ratio or -1.0": (
+        "every ratio that is not falsy is > 0, above 0.0 and -1.0 alike"
+    ),
+}
 
 
 #
@@ -246,6 +311,7 @@ def _texts(before: ast.AST, after: ast.AST, limit: int = 120) -> tuple[str, str]
 
 # A bare number says little: it is shown in the expression around it, climbing through these.
 _CONTAINERS = (ast.UnaryOp, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.keyword, ast.Slice)
+_SHORT_STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)
 
 
 def mutants(path: str) -> list[Mutant]:
@@ -263,6 +329,9 @@ def mutants(path: str) -> list[Mutant]:
                 around = parent[id(node)]
                 while isinstance(around, _CONTAINERS) and id(around) in parent:
                     around = parent[id(around)]
+                stmt = parent.get(id(around))
+                if isinstance(stmt, _SHORT_STATEMENTS) and len(ast.unparse(stmt)) <= 100:
+                    around = stmt  # `disc = [-1] * n` says which list
                 old = node.value
                 original = copy.deepcopy(around)
                 _apply(node, variant)
