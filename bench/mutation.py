@@ -548,7 +548,6 @@ def _run_child(spec: dict, timeout: float | None, log: Path) -> tuple[dict | Non
                 fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 os.dup2(fd, 1)
                 os.dup2(fd, 2)
-                os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = str(Path(tmp) / "hypothesis")
                 _child(spec)
             except BaseException:
                 import traceback
@@ -866,9 +865,12 @@ def main(argv: list[str] | None = None) -> int:
         if ident.split(" | ")[0] in targets and ident not in known:
             print(f"! allow-list entry matches no mutant (stale): {ident}", flush=True)
     os.chdir(ROOT)
-    _preload()
-    sel = Selector(coverage_pass(args.retrace))
-    summaries = [run_module(path, sel, args.only, args.check_equivalent) for path in targets]
+    with tempfile.TemporaryDirectory(prefix="mutation-hypothesis-") as scratch:
+        # hypothesis reads its storage folder when imported (in _preload): none of it goes into the tree.
+        os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = scratch
+        _preload()
+        sel = Selector(coverage_pass(args.retrace))
+        summaries = [run_module(path, sel, args.only, args.check_equivalent) for path in targets]
     print("\nmodule                                    mutants killed timeout survived equiv  score   raw")
     for s in summaries:
         print(
