@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import login, off_the_loop, screenshot
+from tests.browser.conftest import login, off_the_loop
 from tests.browser.test_dashboard import live
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -60,7 +60,6 @@ def test_an_alert_storm_is_a_few_groups_acknowledged_at_once(scenario, page, bro
     expect(page.locator("[data-testid=rule-count][data-rule=port_errors] [data-f=count]")).to_have_text("40")
     expect(page.locator("[data-testid=rule-count][data-rule=port_down] [data-f=count]")).to_have_text("3")
     assert page.locator("[data-testid=alert-row]:visible").count() == 0  # the 43 rows are one click away
-    screenshot(page, "alerts")
 
     # A second operator's page learns of the acknowledgement through the socket.
     other = browser.new_context(viewport={"width": 1366, "height": 768}, base_url=live_url).new_page()

@@ -21,7 +21,8 @@ from tests.factories import fat_tree
 pytestmark = pytest.mark.django_db
 
 ROOT = Path(__file__).resolve().parents[2]
-HOOKS = ["fabric-chart", "fabric-summary", "job-select", "mode-toggle", "link-panel", "fabric-legend"]
+HOOKS = ["fabric-chart", "fabric-summary", "fabric-search", "fabric-search-list", "job-chip", "mode-toggle",
+         "link-panel", "fabric-legend", "fabric-hot", "fabric-tip"]  # fmt: skip
 
 
 @pytest.fixture
@@ -89,6 +90,14 @@ def test_page_carries_the_hooks_the_sockets_and_no_inline_script(staff, cluster)
     # The state colours come from the one legend, passed as JSON (fabric.js reads link_state, node_state ...).
     legends = json.loads(re.search(r'<script id="legends" type="application/json">(.*?)</script>', html, re.S).group(1))
     assert {"link_state", "node_state", "node_role", "alert_severity"} <= set(legends)
+
+
+def test_jobs_are_found_with_a_search_box_not_a_dropdown(staff, cluster):
+    html = staff.get(reverse("fabric", args=[cluster.pk])).content.decode()
+    assert 'id="job-select"' not in html
+    search = re.search(r'<input id="fabric-search"[^>]*>', html, re.S).group(0)
+    assert 'type="search"' in search and 'role="combobox"' in search and 'aria-controls="fabric-search-list"' in search
+    assert re.search(r'<ul id="fabric-search-list"[^>]*role="listbox"[^>]*hidden', html)
 
 
 def test_page_is_for_operators_only(client, cluster, tenant_user):

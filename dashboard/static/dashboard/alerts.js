@@ -97,7 +97,8 @@ function objectsCell(td, g) {
   let list = td.querySelector("[data-role=list-group]");
   if (!list) {
     list = el("button", { type: "button", class: "link", "data-role": "list-group", text: "list" });
-    td.replaceChildren(el("span", { "data-f": "names" }), " ", el("span", { "data-f": "more", class: "muted" }), " ", list);
+    const names = el("span", { "data-f": "names" });
+    td.replaceChildren(names, " ", el("span", { "data-f": "more", class: "muted" }), " ", list);
   }
   setText(cell(td, "names"), text);
   setText(cell(td, "more"), more > 0 ? `and ${more} more` : "");
@@ -263,7 +264,8 @@ page.addEventListener("submit", async (event) => {
     }
     // The group: its row and its listed alerts, until the topic's delta confirms.
     const td = form.closest("td");
-    td.replaceChildren(el("span", { class: "acked", "data-testid": "group-acknowledged", text: `✓ ${result.acknowledged_by}` }));
+    const done = `✓ ${result.acknowledged_by}`;
+    td.replaceChildren(el("span", { class: "acked", "data-testid": "group-acknowledged", text: done }));
     for (const tr of rows.rows.values()) {
       const ack = cell(tr, "ack");
       if (tr.dataset.group === result.group && !ack.dataset.by) acked(ack, result.acknowledged_by);

@@ -1,6 +1,7 @@
 // A job's placement drawn on a small fabric view (the job page): only its subgraph, i.e. its nodes (or, on an
 // aggregated fabric, the groups they belong to), the switches its links touch, and those links, coloured by live
-// utilisation on the fabric page's scale (viridis in 20 bins; down links dashed, links with no reading grey).
+// utilisation on the fabric page's scale (linkscale.js: viridis on a square root; idle links dim, down links dashed,
+// links with no reading grey).
 //
 // Inputs (docs/dashboard.md): the queue socket's `queue` topic (the job's running entry: `nodes` hostnames and
 // `links` ids) and the fabric socket's `fabric` topic (snapshot x/y positions, re-scaled to the small box). The
@@ -17,7 +18,7 @@
 
 import { connect } from "./live.js";
 import { colourOf, el, labelOf, setData, setText } from "./dom.js";
-import { NO_DATA, UTIL_BINS, linkBin, utilisationLegend, viridis } from "./linkscale.js";
+import { IDLE, NO_DATA, binColour, linkBin, loadColour, utilisationLegend } from "./linkscale.js";
 
 const BACKGROUND = "#151a24";
 const GROUP_FILL = "#2b3242";
@@ -27,7 +28,8 @@ const MAX_STRETCH = 6;
 function binStyle(bin) {
   if (bin === "down") return { colour: colourOf("link_state", "down"), dash: [4, 3] };
   if (bin === "nodata") return { colour: NO_DATA, dash: [3, 3] };
-  return { colour: viridis((Number(bin.slice(1)) + 0.5) / UTIL_BINS), dash: [] };
+  if (bin === "idle") return { colour: IDLE, dash: [] };
+  return { colour: binColour(bin), dash: [] };
 }
 
 function pct(v) {
@@ -355,7 +357,7 @@ export function miniFabric(root, { jobId, wsQueue, wsFabric, fabricUrl = "" }) {
     ctx.strokeStyle = "#d8dce4";
     for (const s of M.switches.values()) {
       const p = at.get(s);
-      ctx.fillStyle = viridis(s.hottest ?? 0);
+      ctx.fillStyle = loadColour(s.hottest ?? 0);
       ctx.fillRect(p.x - 22, p.y - 7, 44, 14);
       ctx.strokeRect(p.x - 22, p.y - 7, 44, 14);
       shape(s, p.x, p.y, 22.5, 7.5);
