@@ -40,7 +40,7 @@ from fabric.topology import analyse
 from scheduler.api.access import tenant_of
 from scheduler.choices import ACTIVE_STATUSES, FINAL_STATUSES, JobStatus, StartEstimate
 from scheduler.models import Allocation, Job, JobEvent, Quota
-from scheduler.selectors import QueueEntry, queue_entries, queue_info, tenant_usage
+from scheduler.selectors import QueueEntry, queue_entries, tenant_usage
 
 if TYPE_CHECKING:  # the what-if module loads the replay: imported by its views only
     from dashboard.whatif import CappedUploadHandler
@@ -327,7 +327,7 @@ def job_page(request: HttpRequest, cluster_id: int, job_id: int) -> HttpResponse
         node["gpus"].append(a)
     # Grouped by the leaves each node reaches: one leaf, or a rail group (a server with 8 HCAs on 8 leaves).
     where = selectors.placement(len(allocations), nodes) if nodes else None
-    queue = queue_info([cluster.pk]).get(job.pk) if job.status == JobStatus.PENDING and not job.held else None
+    entry = queue_entries([cluster.pk]).get(job.pk) if job.status == JobStatus.PENDING and not job.held else None
     context = _cluster_context(
         cluster,
         "queue",
@@ -337,8 +337,11 @@ def job_page(request: HttpRequest, cluster_id: int, job_id: int) -> HttpResponse
         allocations=allocations,
         placement=[(label, group) for label, _, group in where.groups] if where else [],
         placement_text=where.text if where else "",
-        position=queue[0] if queue else None,
-        reason=job.pending_reason if job.held else (queue[1] if queue else ""),
+        position=entry.position if entry else None,
+        reason=job.pending_reason if job.held else (entry.reason if entry else ""),
+        start=start_text(entry),
+        start_basis=StartEstimate(entry.start_estimate).label if entry and entry.estimated_start else "",
+        host=host_text(job),
         metrics=GPU_METRICS,
         series_gpus=min(len(allocations), SERIES_MAX_GPUS),
     )
@@ -521,6 +524,18 @@ def start_text(entry: QueueEntry | None, now=None) -> str:
     return f"{when} ({START_WORDS.get(entry.start_estimate, entry.start_estimate)})"
 
 
+def host_text(job: Job) -> str:
+    """The host CPU and memory a job asks on each node: "8 CPUs, 64 GiB per node", "" when it asks none."""
+    parts = []
+    if job.host_cpu_milli:
+        cpus = job.host_cpu_milli / 1000
+        parts.append(f"{cpus:g} CPU{'' if cpus == 1 else 's'}")
+    if job.host_memory_mib:
+        mib = job.host_memory_mib
+        parts.append(f"{mib // 1024} GiB" if mib % 1024 == 0 else f"{mib} MiB")
+    return f"{', '.join(parts)} per node" if parts else ""
+
+
 def my_job_page(request: HttpRequest, job_id: int) -> HttpResponse:
     """A tenant's own job: its state, place in the queue, expected start and reason (live), where it runs, its log
     and its events. Another tenant's job, or one that does not exist, is a 404: the query holds the tenant's only."""
@@ -560,6 +575,7 @@ def my_job_page(request: HttpRequest, job_id: int) -> HttpResponse:
         "reason": job.pending_reason if job.held else (entry.reason if entry else ""),
         "start": start_text(entry),
         "start_basis": StartEstimate(entry.start_estimate).label if entry and entry.estimated_start else "",
+        "host": host_text(job),
         **_common(),
     }
     return render(request, "dashboard/my_job.html", context)

@@ -150,3 +150,38 @@ def test_the_tenant_job_page_reads_in_a_bounded_number_of_queries(alice, jobs):
     with CaptureQueriesContext(connection) as ctx:
         assert alice.get(my_job(jobs["gang"])).status_code == 200
     assert len(ctx.captured_queries) <= 12, [q["sql"][:80] for q in ctx.captured_queries]
+
+
+@pytest.fixture
+def ops_client(client, django_user_model):
+    client.force_login(django_user_model.objects.create_user("ops", "ops@example.org", "pw-ops", is_staff=True))
+    return client
+
+
+def test_the_operators_job_page_shows_the_expected_start_of_a_waiting_job(ops_client, site, jobs):
+    html = ops_client.get(reverse("job", args=[site.cluster.pk, jobs["sweep"].pk])).content.decode()
+    # As the tenant's page: reserved at the end of the gang's one-hour estimate, just under 60 minutes from now.
+    start = re.search(r'data-testid="start-estimate" title="([^"]+)">([^<]+)<', html)
+    assert start is not None, html
+    assert start.group(1) == "GPUs reserved for it as running jobs end, by their estimated run times"
+    assert re.fullmatch(r"in (59 min \d\d s|1 h 00 min) \(reserved\)", start.group(2)), start.group(2)
+
+
+def test_the_operators_job_page_of_a_running_job_has_no_expected_start(ops_client, site, jobs):
+    html = ops_client.get(reverse("job", args=[site.cluster.pk, jobs["gang"].pk])).content.decode()
+    assert re.search(r'data-testid="start-estimate">([^<]+)<', html).group(1) == NO_ESTIMATE
+
+
+def test_both_job_pages_show_the_host_cpu_and_memory_a_job_asks(ops_client, site, user_a):
+    job = site.submit(site.tenant_a, 8, name="etl", host_cpu_milli=12_500, host_memory_mib=65_536)
+    html = ops_client.get(reverse("job", args=[site.cluster.pk, job.pk])).content.decode()
+    shape = re.search(r'data-testid="job-shape">([^<]+)<', html).group(1)
+    assert shape.endswith(" · host 12.5 CPUs, 64 GiB per node"), shape
+    ops_client.force_login(user_a)
+    html = ops_client.get(my_job(job)).content.decode()
+    assert re.search(r'data-testid="job-shape">([^<]+)<', html).group(1) == shape
+
+
+def test_a_job_that_asks_no_host_resources_says_nothing_of_them(ops_client, site, jobs):
+    html = ops_client.get(reverse("job", args=[site.cluster.pk, jobs["gang"].pk])).content.decode()
+    assert "host" not in re.search(r'data-testid="job-shape">([^<]+)<', html).group(1)

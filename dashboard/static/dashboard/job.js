@@ -6,6 +6,7 @@ import { MUTED, baseOption, makeChart, timeAxis, tipHtml, valueAxis } from "./ch
 import { connect } from "./live.js";
 import { byId, cell, fmtNumber, fmtTime, jsonScript, loaded, setBadge, setText } from "./dom.js";
 import { miniFabric } from "./minifabric.js";
+import { startText } from "./queue-tables.js";
 
 const page = byId("page");
 const jobId = String(page.dataset.jobId);
@@ -18,12 +19,20 @@ const gpuRows = new Map([...document.querySelectorAll("tr[data-gpu-id]")].map((t
 // Status and place in the queue
 //
 
+let pendingEntry = null; // the job's queue entry while it waits: its expected start counts down between rounds
+
 function drawStatus(job, list) {
   const status = list === "pending" ? "pending" : job.status || "running";
   setBadge(byId("job-status"), "job_status", status);
   setText(byId("job-position"), list === "pending" ? (job.position ?? "–") : "–");
   setText(byId("job-reason"), list === "pending" ? job.reason || "–" : "–");
+  pendingEntry = list === "pending" ? job : null;
+  setText(byId("job-start"), pendingEntry ? startText(pendingEntry) : "–");
 }
+
+window.setInterval(() => {
+  if (pendingEntry) setText(byId("job-start"), startText(pendingEntry));
+}, 5_000);
 
 connect(page.dataset.wsQueue).subscribe("queue", (event) => {
   const entry = event.state.byId.get(jobId);
