@@ -9,7 +9,8 @@ from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
 from fabric.choices import GpuHealth, LinkState, NodeState
-from fabric.models import GPU, Cluster, ImportRecord, Link, Node, Switch
+from fabric.collectors.samples import FABRIC_SOURCE
+from fabric.models import GPU, Cluster, ImportRecord, Link, Node, Port, Switch
 from fabric.models.telemetry import (
     GpuMetric,
     GpuMetricRollup,
@@ -19,6 +20,7 @@ from fabric.models.telemetry import (
     bucket_start,
     retention,
 )
+from fabric.topology.rates import LinkRate
 
 
 def fabric_version(cluster_id: int) -> tuple:
@@ -179,8 +181,6 @@ def metric_series(
 
 def link_labels(link_ids: list[int]) -> dict[int, str]:
     """Link id -> "leaf01[3] <-> gpu0001 mlx5_0[1]", for any number of links in one query."""
-    from fabric.models import Port
-
     ends: dict[int, dict[str, str]] = {}
     rows = Port.objects.filter(link_id__in=link_ids).values_list(
         "link_id", "link_end", "number", "switch__name", "switch__guid", "hca__node__hostname", "hca__device"
@@ -201,3 +201,43 @@ def hottest_links(cluster_id: int, n: int = 10) -> list[dict]:
     top = hottest({int(k): v for k, v in raw.items()}, n)
     labels = link_labels([k for k, _ in top])
     return [{"link": k, "utilisation": round(v, 4), "label": labels.get(k, "")} for k, v in top]
+
+
+def link_state(rate: LinkRate, supported_gbps: float, ports_up: bool) -> tuple[str, str]:
+    """The state a link is in, and why, from its rate and its ends."""
+    if not ports_up:
+        return LinkState.DOWN, "a port is down"
+    if supported_gbps and rate.data_gbps < supported_gbps:
+        return (
+            LinkState.DEGRADED,
+            f"runs at {rate.label} ({rate.data_gbps:g} Gb/s), both ends support {supported_gbps:g}",
+        )
+    if not rate.known:
+        return LinkState.UP, "speed unknown (fabric reported ???)"
+    return LinkState.UP, ""
+
+
+def supported_gbps(a: Port, b: Port) -> float:
+    """The best rate both ends support, when an operator or a collector recorded it for both."""
+    rates = [LinkRate(p.supported_width or p.width, p.supported_speed).data_gbps for p in (a, b) if p.supported_speed]
+    return min(rates) if len(rates) == 2 else 0.0
+
+
+def gpu_for_alert_key(cluster_id: int, object_key: str) -> GPU | None:
+    node, _, ident = object_key.partition("/")
+    gpus = GPU.objects.filter(node__cluster_id=cluster_id, node__hostname=node)
+    if ident.startswith("gpu") and ident[3:].isdigit():
+        return gpus.filter(index=int(ident[3:])).first()
+    return gpus.filter(uuid=ident).first()
+
+
+def link_for_alert_key(cluster_id: int, object_key: str) -> Link | None:
+    node, device, port = [*object_key.split("/"), "", "", ""][:3]
+    if not port.isdigit():
+        return None
+    ports = Port.objects.filter(cluster_id=cluster_id, number=int(port), link__isnull=False).select_related("link")
+    if node == FABRIC_SOURCE:  # a switch port read by the fabric agent: the device is the switch GUID
+        found = ports.filter(switch__guid=device.lower().removeprefix("0x")).first()
+    else:
+        found = ports.filter(hca__node__hostname=node, hca__device=device).first()
+    return found.link if found else None

@@ -19,8 +19,8 @@ from fabric.adapters import fabric_for_cluster
 from fabric.choices import GpuHealth, NodeRole
 from fabric.choices import NodeState as NodeStatus
 from fabric.ingest import latest_utilisation
-from fabric.models import GPU, Node, NodeTopology
-from fabric.selectors import fabric_version
+from fabric.models import GPU, Alert, Node, NodeTopology
+from fabric.selectors import fabric_version, link_for_alert_key
 from fabric.topology.types import Fabric
 from scheduler.choices import ACTIVE_STATUSES, JobStatus, SharingMode
 from scheduler.core.topology import Topology, build_topology
@@ -270,9 +270,6 @@ def _request_mix(cluster_id: int, now_ts: float) -> list[RequestClass]:
 
 def _erroring_links(cluster_id: int) -> dict[str, bool]:
     """Links whose error counters are climbing (an open alert) are priced as erroring until it clears."""
-    from fabric.actions import link_for_alert_key
-    from fabric.models import Alert
-
     keys = Alert.objects.filter(cluster_id=cluster_id, cleared_at__isnull=True, rule="port_errors").values_list(
         "object_key", flat=True
     )

@@ -1,7 +1,7 @@
 """What every importer returns: a plain description of a fabric, no database.
 
 GUIDs are normalised to 16 lowercase hex digits without "0x" (`normalise_guid`).
-`fabric/actions.py` applies a ParsedFabric to the database in one transaction,
+`fabric/actions/imports.py` applies a ParsedFabric to the database in one transaction,
 matching switches, HCAs and ports by GUID so re-imports update in place.
 """
 

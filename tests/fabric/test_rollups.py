@@ -165,7 +165,7 @@ def test_backlog_is_rolled_up_in_bounded_chunks(gpu):
 
 
 def test_long_backlog_is_worked_off_over_several_runs(gpu, monkeypatch):
-    monkeypatch.setattr(actions, "ROLLUP_MAX_CHUNKS", 1)  # 30 minutes per tier and run
+    monkeypatch.setattr("fabric.actions.rollups.ROLLUP_MAX_CHUNKS", 1)  # 30 minutes per tier and run
     for minute in range(0, 120, 7):
         gpu_sample(gpu, minute * MINUTE, minute)
     actions.rollup_metrics(now=at(2 * HOUR))
