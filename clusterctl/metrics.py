@@ -185,7 +185,7 @@ def _histogram(values) -> tuple[list[tuple[str, float]], float]:
 def cluster_families(now: float | None = None) -> list:
     """Every clusterctl_* family with its samples: five queries, then the cache."""
     from clusterctl.beat import heartbeat_age
-    from fabric import ingest
+    from fabric import ingest, latest
     from scheduler.models import Allocation, Job
 
     now = time.time() if now is None else now
@@ -227,11 +227,11 @@ def cluster_families(now: float | None = None) -> list:
         for status in LIVE_JOB_STATUSES:
             families["jobs"].add_metric([name, status], jobs[(cluster_id, status)])
 
-        links, _ = ingest.latest_utilisation(cluster_id, [h for h, _ in hosts[cluster_id]], smoothed=False)
+        links, _ = latest.latest_utilisation(cluster_id, [h for h, _ in hosts[cluster_id]], smoothed=False)
         buckets, total = _histogram(links.values())
         families["links"].add_metric([name], buckets, total)
 
-        seen = ingest.last_seen(cluster_id)
+        seen = latest.last_seen(cluster_id)
         polled = [h for h, state in hosts[cluster_id] if state not in UNPOLLED_STATES]
         ages = [now - seen[h] for h in polled if h in seen]
         if ages:

@@ -34,7 +34,7 @@ from django.utils import timezone
 from dashboard.broadcast import TOPICS
 from fabric.choices import AlertSeverity, CaKind, GpuHealth, LinkState, NodeState, RoleSource
 from fabric.collectors.samples import FABRIC_SOURCE
-from fabric.ingest import node_loads
+from fabric.latest import node_loads
 from fabric.models import GPU, Alert, Cluster, Link, Node, Port, Switch
 from fabric.selectors import fabric_version
 from fabric.telemetry.imbalance import IDLE_BELOW, spread

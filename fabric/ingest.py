@@ -21,9 +21,8 @@ that the inventory has on another named host is never moved: the reporting node 
 Switch ports, read over the fabric by the fabric agent (perfquery, or the twin), arrive as one sample whose node is
 FABRIC_SOURCE and whose ports' `device` is the switch GUID; they are matched to the switch's Port rows.
 
-Cache keys per cluster: `telemetry:<id>:<node>` the previous sample (for rates), `telemetry:<id>:u:<node>` the
-node's current link and GPU load (raw and smoothed; what the scheduler and the heat maps read), and
-`telemetry:<id>:seen` node -> time of its newest sample (liveness, poll lag).
+The latest state (the previous sample of each node, its load, when it was seen) is fabric.latest: this module is its
+one writer; readers import fabric.latest.
 """
 
 from __future__ import annotations
@@ -39,7 +38,7 @@ from django.db import DatabaseError, transaction
 
 from clusterctl.bulk import copy_rows
 from clusterctl.locks import TaskLock
-from fabric import actions, events, inbox
+from fabric import actions, events, inbox, latest
 from fabric.choices import CaKind
 from fabric.collectors.samples import FABRIC_SOURCE, NodeSample
 from fabric.importers.types import normalise_guid
@@ -50,21 +49,8 @@ from fabric.telemetry.health import Finding, Thresholds, evaluate_gpu, evaluate_
 from fabric.telemetry.rates import port_rates
 
 log = logging.getLogger(__name__)
-LATEST_TTL_S = 3600  # a node silent for an hour has no "latest" state worth showing
 LIVENESS_RULES = (liveness.UNREACHABLE, liveness.DOWN)
 HCA_ELSEWHERE = "hca_elsewhere"  # a node's agent reports an HCA the inventory has on another named host
-
-
-def latest_key(cluster_id: int, node: str) -> str:
-    return f"telemetry:{cluster_id}:{node}"
-
-
-def load_key(cluster_id: int, node: str) -> str:
-    return f"telemetry:{cluster_id}:u:{node}"
-
-
-def seen_key(cluster_id: int) -> str:
-    return f"telemetry:{cluster_id}:seen"
 
 
 @dataclass
@@ -171,23 +157,20 @@ def ingest_samples(
     if not newest:
         return result
     pmap = _port_map(cluster_id)
-    keys = {n: latest_key(cluster_id, n) for n in newest} | {f"u:{n}": load_key(cluster_id, n) for n in newest}
-    stored = cache.get_many([*keys.values(), seen_key(cluster_id)])
-    seen_before = stored.get(seen_key(cluster_id)) or {}
+    previous = latest.read_previous(cluster_id, list(newest))
     t_read = clock()
 
-    latest_out: dict[str, object] = {}
+    states: dict[str, tuple[NodeSample, dict]] = {}
     port_rows: list[tuple] = []
     gpu_rows: list[tuple] = []
     findings: dict[str, list[Finding]] = {}
     seen: dict[str, float] = {}
     for node, sample in newest.items():
-        prev_state = stored.get(keys[node])
-        prev: NodeSample | None = prev_state["sample"] if prev_state else None
-        if sample.collected_at <= max(seen_before.get(node, 0.0), prev.collected_at if prev else 0.0):
+        prev = previous.samples.get(node)
+        if sample.collected_at <= max(previous.seen.get(node, 0.0), prev.collected_at if prev else 0.0):
             result.ignored[node] = "not newer than the stored sample"
             continue
-        prev_load = stored.get(keys[f"u:{node}"]) or {}
+        prev_load = previous.loads.get(node, {})
         at = datetime.fromtimestamp(sample.collected_at, tz=UTC)
         load = _node_rows(cluster_id, pmap, prev, sample, at, thresholds, port_rows, gpu_rows, findings, result)
         smoothed = prev_load.get("smoothed", {})
@@ -196,24 +179,16 @@ def ingest_samples(
             for lid, u in load["links"].items()
         }
         load["at"] = sample.collected_at
-        latest_out[keys[node]] = {"sample": sample}
-        latest_out[keys[f"u:{node}"]] = load
+        states[node] = (sample, load)
         seen[node] = sample.collected_at
         result.stored.append(node)
     t_rates = clock()
     if not result.stored:
         return result
 
-    # Latest state first: it is what the scheduler and the live views need within the second. Only the newest
-    # wins even against a concurrent batch: re-read the (small) sample-time map just before writing and drop
-    # what became stale meanwhile.
-    current_seen = cache.get(seen_key(cluster_id)) or {}
-    for node in list(result.stored):
-        if current_seen.get(node, 0.0) >= newest[node].collected_at:
-            latest_out.pop(keys[node], None)
-            latest_out.pop(keys[f"u:{node}"], None)
-    cache.set_many(latest_out, LATEST_TTL_S)
-    _mark_seen(cluster_id, seen, current_seen)
+    # Latest state first: it is what the scheduler and the live views need within the second (only the newest
+    # wins, even against a concurrent batch: fabric.latest.store).
+    latest.store(cluster_id, states)
     t_latest = clock()
     _claim_hcas(cluster_id, pmap, [newest[n] for n in result.stored], findings, result)
 
@@ -394,24 +369,9 @@ def _record_host(cluster_id: int, pmap: _PortMap, samples: list[NodeSample], res
         pmap.host_reported[node] = (known_cpu if cpu is None else cpu, known_mem if mem is None else mem)
 
 
-def _mark_seen(cluster_id: int, seen: dict[str, float], current: dict[str, float]) -> None:
-    # Read-modify-write of one small key: a concurrent batch can lose an update, which the next poll repairs;
-    # taking the max keeps a stale writer from moving a node's time backwards.
-    key = seen_key(cluster_id)
-    for node, t in seen.items():
-        if t > current.get(node, 0.0):
-            current[node] = t
-    cache.set(key, current, None)
-
-
 def ingest_sample(cluster_id: int, sample: NodeSample, **options) -> IngestResult:
     """One node's sample (a batch of one)."""
     return ingest_samples(cluster_id, [sample], **options)
-
-
-def last_seen(cluster_id: int) -> dict[str, float]:
-    """Hostname (or FABRIC_SOURCE) -> epoch seconds of its newest stored sample; nodes never seen are absent."""
-    return dict(cache.get(seen_key(cluster_id)) or {})
 
 
 #
@@ -588,33 +548,3 @@ def pipeline_status(cluster_id: int, now: float) -> dict[str, float | int | None
 def forget_liveness(cluster_id: int) -> None:
     """Drop the rounds, answers and judge's state of a cluster (a cluster deleted, a test's cleanup)."""
     cache.delete_many([liveness_key(cluster_id), answers_key(cluster_id)])
-
-
-def forget_node(cluster_id: int, node: str) -> None:
-    cache.delete_many([latest_key(cluster_id, node), load_key(cluster_id, node)])
-
-
-def node_loads(cluster_id: int, nodes: list[str] | None = None) -> dict[str, dict]:
-    """Node -> {"links": {link id: raw util}, "smoothed": {...}, "gpus": {GPU id: util 0..1}, "gpu_metrics":
-    {GPU id: GPU_METRIC_FIELDS values}, "at": epoch}: one cache read. Without `nodes`, every node of the
-    cluster; the fabric agent's switch ports always."""
-    if nodes is None:
-        nodes = list(Node.objects.filter(cluster_id=cluster_id).values_list("hostname", flat=True))
-    names = [*nodes, FABRIC_SOURCE]
-    found = cache.get_many([load_key(cluster_id, n) for n in names])
-    return {n: found[load_key(cluster_id, n)] for n in names if load_key(cluster_id, n) in found}
-
-
-def latest_utilisation(
-    cluster_id: int, nodes: list[str], *, smoothed: bool = True
-) -> tuple[dict[str, float], dict[int, float]]:
-    """(link id as str -> utilisation, GPU id -> utilisation) from the latest state of every node (and the
-    switch ports), in one cache read. Smoothed (EWMA) link load for placement; raw for the heat map."""
-    links: dict[str, float] = {}
-    gpus: dict[int, float] = {}
-    for load in node_loads(cluster_id, nodes).values():
-        for link_id, util in load["smoothed" if smoothed else "links"].items():
-            key = str(link_id)
-            links[key] = max(util, links.get(key, 0.0))
-        gpus.update(load["gpus"])
-    return links, gpus

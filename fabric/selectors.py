@@ -193,7 +193,7 @@ def link_labels(link_ids: list[int]) -> dict[int, str]:
 
 def hottest_links(cluster_id: int, n: int = 10) -> list[dict]:
     """The cluster's busiest links right now (raw utilisation from telemetry's latest state), with labels."""
-    from fabric.ingest import latest_utilisation
+    from fabric.latest import latest_utilisation  # fabric.latest imports fabric.models only: no cycle, kept as it was
     from fabric.telemetry.imbalance import hottest
 
     hosts = list(Node.objects.filter(cluster_id=cluster_id).values_list("hostname", flat=True))

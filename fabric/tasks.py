@@ -78,7 +78,8 @@ def poll_cluster(cluster_id: int, collector: str = "") -> int:
 def _poll_cluster(cluster_id: int, name: str) -> int:
     from fabric.actions import TELEMETRY_REASON
     from fabric.choices import NodeState
-    from fabric.ingest import check_liveness, last_seen, record_round
+    from fabric.ingest import check_liveness, record_round
+    from fabric.latest import last_seen
     from fabric.models import Node, Switch
 
     now = time.time()

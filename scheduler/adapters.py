@@ -18,7 +18,7 @@ from django.utils import timezone
 from fabric.adapters import fabric_for_cluster
 from fabric.choices import GpuHealth, NodeRole
 from fabric.choices import NodeState as NodeStatus
-from fabric.ingest import latest_utilisation
+from fabric.latest import latest_utilisation
 from fabric.models import GPU, Alert, Node, NodeTopology
 from fabric.selectors import fabric_version, link_for_alert_key
 from fabric.topology.types import Fabric

@@ -180,7 +180,7 @@ def pool_load(pools: list[Pool], hottest_n: int = 5) -> dict[int, dict]:
 
     Three queries whatever the number of pools (membership, GPUs, host ports) plus one cache read per cluster.
     """
-    from fabric.ingest import node_loads
+    from fabric.latest import node_loads
     from fabric.models import Port
     from fabric.selectors import link_labels
     from fabric.telemetry.imbalance import hottest, spread

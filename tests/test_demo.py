@@ -14,7 +14,7 @@ from clusterctl.celery import app
 from clusterctl.management.commands import demo as demo_command
 from fabric import twin_adapter
 from fabric.collectors.twin_model import FLAP
-from fabric.ingest import latest_utilisation
+from fabric.latest import latest_utilisation
 from fabric.models import GPU, Cluster, Node
 from scheduler.models import Job
 

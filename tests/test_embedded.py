@@ -12,7 +12,7 @@ from django.conf import settings
 from clusterctl.celery import app
 from clusterctl.embedded import EmbeddedCelery
 from fabric import twin_adapter
-from fabric.ingest import latest_utilisation
+from fabric.latest import latest_utilisation
 from fabric.models import GPU, Node
 from scheduler import actions
 from scheduler.models import Allocation, Job, PriorityClass

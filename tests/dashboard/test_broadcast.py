@@ -11,7 +11,8 @@ from django.core.cache import cache
 
 from dashboard import broadcast, tasks
 from fabric.collectors.samples import GpuSample, NodeSample
-from fabric.ingest import forget_node, ingest_samples
+from fabric.ingest import ingest_samples
+from fabric.latest import forget_node
 from fabric.models import GPU, Node
 from scheduler.rounds import run_round
 

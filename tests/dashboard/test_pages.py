@@ -209,7 +209,7 @@ def report_gpu_utilisation(cluster, percents: list[float]) -> None:
     """The latest GPU utilisation of the cluster's first GPUs, as ingest leaves it in the cache (one node's load)."""
     from django.core.cache import cache
 
-    from fabric.ingest import load_key
+    from fabric.latest import load_key
 
     gpus = list(GPU.objects.filter(node__cluster=cluster, node__role="compute").order_by("pk")[: len(percents)])
     metrics = {g.pk: (pct, 1000.0, 81559.0, 50.0, 300.0) for g, pct in zip(gpus, percents, strict=True)}

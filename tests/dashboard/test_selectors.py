@@ -13,7 +13,8 @@ from django.utils import timezone
 from dashboard import selectors
 from fabric import actions as fabric_actions
 from fabric.collectors.samples import GpuSample, NodeSample
-from fabric.ingest import forget_node, ingest_samples
+from fabric.ingest import ingest_samples
+from fabric.latest import forget_node
 from fabric.models import GPU, Alert, Link, Node
 from scheduler import actions
 from scheduler.models import Allocation, PriorityClass
@@ -61,7 +62,7 @@ def test_fabric_reads_live_load_and_error_alerts(site):
                          first_seen=timezone.now(), last_seen=timezone.now())  # fmt: skip
     from django.core.cache import cache
 
-    from fabric.ingest import load_key
+    from fabric.latest import load_key
 
     cache.set(load_key(site.cluster.pk, "gpu0001"), {"links": {port.link_id: 0.423}, "gpus": {}, "gpu_metrics": {}})
     try:

@@ -10,7 +10,8 @@ from channels.layers import get_channel_layer
 from django.conf import settings as django_settings
 
 from fabric.collectors.samples import GpuSample, NodeSample
-from fabric.ingest import forget_node, ingest_samples
+from fabric.ingest import ingest_samples
+from fabric.latest import forget_node
 from fabric.models import GPU
 from tests.dashboard.conftest import communicator, receive_frames, session_cookie
 

@@ -17,7 +17,8 @@ from clusterctl import metrics
 from fabric import actions as fabric_actions
 from fabric.choices import AlertSeverity, GpuHealth, NodeState
 from fabric.collectors.samples import FABRIC_SOURCE, NodeSample, PortSample
-from fabric.ingest import ingest_sample, latest_key, load_key, seen_key
+from fabric.ingest import ingest_sample
+from fabric.latest import latest_key, load_key, seen_key
 from fabric.models import GPU, Alert, Node, Port
 from scheduler import actions as scheduler_actions
 from scheduler.choices import JobStatus

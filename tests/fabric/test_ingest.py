@@ -6,7 +6,8 @@ import pytest
 from django.core.cache import cache
 
 from fabric.collectors.samples import GpuSample, NodeSample, PortSample
-from fabric.ingest import ingest_sample, latest_key, latest_utilisation
+from fabric.ingest import ingest_sample
+from fabric.latest import latest_key, latest_utilisation
 from fabric.models import GPU, Alert, GpuMetric, Port, PortMetric
 from tests.factories import fat_tree
 

@@ -9,7 +9,8 @@ from django.core.cache import cache
 from fabric import inbox, tasks
 from fabric.actions import TELEMETRY_REASON, set_node_state
 from fabric.collectors.samples import FABRIC_SOURCE, GpuSample, NodeSample, PortSample
-from fabric.ingest import ingest_samples, last_seen, latest_utilisation, node_loads
+from fabric.ingest import ingest_samples
+from fabric.latest import last_seen, latest_utilisation, node_loads
 from fabric.models import GPU, Alert, Link, Node, Port, PortMetric
 from tests.factories import fat_tree
 

@@ -13,7 +13,8 @@ from django.test.utils import CaptureQueriesContext
 
 from fabric import actions, events
 from fabric.collectors.samples import HostSample, NodeSample, sample_from_dict
-from fabric.ingest import forget_node, ingest_samples, seen_key
+from fabric.ingest import ingest_samples
+from fabric.latest import forget_node, seen_key
 from fabric.models import Node
 from tests.factories import fat_tree
 

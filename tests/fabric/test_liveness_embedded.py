@@ -11,7 +11,8 @@ from celery import shared_task
 
 from clusterctl.embedded import EmbeddedCelery
 from fabric import twin_adapter
-from fabric.ingest import forget_liveness, last_seen
+from fabric.ingest import forget_liveness
+from fabric.latest import last_seen
 from fabric.models import Alert, Node
 from fabric.telemetry.liveness import DOWN, STALLED, UNREACHABLE
 from tests.factories import fat_tree

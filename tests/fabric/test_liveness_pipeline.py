@@ -18,7 +18,8 @@ from django.core.cache import cache
 from fabric import inbox, tasks
 from fabric.actions import TELEMETRY_REASON, set_node_state
 from fabric.choices import GpuHealth, NodeState
-from fabric.ingest import forget_liveness, ingest_lock, ingest_progress, last_seen, seen_key
+from fabric.ingest import forget_liveness, ingest_lock, ingest_progress
+from fabric.latest import last_seen, seen_key
 from fabric.models import GPU, Alert, Node
 from fabric.telemetry.liveness import DOWN, STALLED, UNREACHABLE
 from tests.fabric.static_collector import StaticCollector

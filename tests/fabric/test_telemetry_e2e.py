@@ -15,7 +15,7 @@ from django.core.cache import cache
 
 from clusterctl.celery import app
 from fabric import tasks
-from fabric.ingest import latest_key
+from fabric.latest import latest_key
 from fabric.models import GPU, Alert, Node
 from tests.factories import fat_tree
 from tests.processes import child_env, wait_for

@@ -1,0 +1,122 @@
+"""The latest state of telemetry: what each node's newest sample says now, kept in the cache (Redis in production).
+
+One writer, `fabric.ingest` (`store`, after `read_previous`); the readers (the scheduler's snapshot, the live views,
+/metrics, fabric.selectors, the liveness check) import this module, never the write path.
+
+Cache keys per cluster: `telemetry:<id>:<node>` the previous sample (for rates), `telemetry:<id>:u:<node>` the
+node's current link and GPU load (raw and smoothed; what the scheduler and the heat maps read), and
+`telemetry:<id>:seen` node -> time of its newest sample (liveness, poll lag). The fabric agent's switch ports are
+the node FABRIC_SOURCE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.core.cache import cache
+
+from fabric.collectors.samples import FABRIC_SOURCE, NodeSample
+from fabric.models import Node
+
+LATEST_TTL_S = 3600  # a node silent for an hour has no "latest" state worth showing
+
+
+def latest_key(cluster_id: int, node: str) -> str:
+    return f"telemetry:{cluster_id}:{node}"
+
+
+def load_key(cluster_id: int, node: str) -> str:
+    return f"telemetry:{cluster_id}:u:{node}"
+
+
+def seen_key(cluster_id: int) -> str:
+    return f"telemetry:{cluster_id}:seen"
+
+
+#
+# The writer's side (fabric.ingest)
+#
+
+
+@dataclass
+class Previous:
+    """What the latest state held for a batch's nodes before it: one cache read."""
+
+    samples: dict[str, NodeSample]  # node -> its previous sample (rates come from it)
+    loads: dict[str, dict]  # node -> its previous load (the EWMA goes on from it)
+    seen: dict[str, float]  # node -> time of its newest sample, every node of the cluster
+
+
+def read_previous(cluster_id: int, nodes: list[str]) -> Previous:
+    keys = [*(latest_key(cluster_id, n) for n in nodes), *(load_key(cluster_id, n) for n in nodes)]
+    stored = cache.get_many([*keys, seen_key(cluster_id)])
+    samples, loads = {}, {}
+    for n in nodes:
+        state = stored.get(latest_key(cluster_id, n))
+        if state:
+            samples[n] = state["sample"]
+        load = stored.get(load_key(cluster_id, n))
+        if load:
+            loads[n] = load
+    return Previous(samples, loads, stored.get(seen_key(cluster_id)) or {})
+
+
+def store(cluster_id: int, states: dict[str, tuple[NodeSample, dict]]) -> None:
+    """Write each node's (sample, load) as its latest state and mark it seen. Only the newest wins even against a
+    concurrent batch: the (small) sample-time map is re-read just before writing and what became stale meanwhile
+    is dropped."""
+    current = cache.get(seen_key(cluster_id)) or {}
+    out: dict[str, object] = {}
+    for node, (sample, load) in states.items():
+        if current.get(node, 0.0) >= sample.collected_at:
+            continue
+        out[latest_key(cluster_id, node)] = {"sample": sample}
+        out[load_key(cluster_id, node)] = load
+    cache.set_many(out, LATEST_TTL_S)
+    # Read-modify-write of one small key: a concurrent batch can lose an update, which the next poll repairs;
+    # taking the max keeps a stale writer from moving a node's time backwards.
+    for node, (sample, _) in states.items():
+        if sample.collected_at > current.get(node, 0.0):
+            current[node] = sample.collected_at
+    cache.set(seen_key(cluster_id), current, None)
+
+
+def forget_node(cluster_id: int, node: str) -> None:
+    """Drop a node's latest sample and load (a test's cleanup); its time in the seen map stays."""
+    cache.delete_many([latest_key(cluster_id, node), load_key(cluster_id, node)])
+
+
+#
+# Readers
+#
+
+
+def last_seen(cluster_id: int) -> dict[str, float]:
+    """Hostname (or FABRIC_SOURCE) -> epoch seconds of its newest stored sample; nodes never seen are absent."""
+    return dict(cache.get(seen_key(cluster_id)) or {})
+
+
+def node_loads(cluster_id: int, nodes: list[str] | None = None) -> dict[str, dict]:
+    """Node -> {"links": {link id: raw util}, "smoothed": {...}, "gpus": {GPU id: util 0..1}, "gpu_metrics":
+    {GPU id: GPU_METRIC_FIELDS values}, "at": epoch}: one cache read. Without `nodes`, every node of the
+    cluster; the fabric agent's switch ports always."""
+    if nodes is None:
+        nodes = list(Node.objects.filter(cluster_id=cluster_id).values_list("hostname", flat=True))
+    names = [*nodes, FABRIC_SOURCE]
+    found = cache.get_many([load_key(cluster_id, n) for n in names])
+    return {n: found[load_key(cluster_id, n)] for n in names if load_key(cluster_id, n) in found}
+
+
+def latest_utilisation(
+    cluster_id: int, nodes: list[str], *, smoothed: bool = True
+) -> tuple[dict[str, float], dict[int, float]]:
+    """(link id as str -> utilisation, GPU id -> utilisation) from the latest state of every node (and the
+    switch ports), in one cache read. Smoothed (EWMA) link load for placement; raw for the heat map."""
+    links: dict[str, float] = {}
+    gpus: dict[int, float] = {}
+    for load in node_loads(cluster_id, nodes).values():
+        for link_id, util in load["smoothed" if smoothed else "links"].items():
+            key = str(link_id)
+            links[key] = max(util, links.get(key, 0.0))
+        gpus.update(load["gpus"])
+    return links, gpus
