@@ -1,0 +1,102 @@
+"""Live views' snapshots on the wire (issue 16): bytes and build time of each topic's first frame at N servers.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/<a database of your own> \\
+        .venv/bin/python bench/bench_push_snapshot.py [--nodes 128 2000] [--runs 3]
+
+Builds the demo's fabric at N servers (`manage.py demo --no-serve --nodes N`: its fat tree, pools, tenants and jobs)
+in the database DATABASE_URL names (emptied first: use one of your own), polls the twin once as the demo's worker
+does, and for each topic prints the bytes of the snapshot frame a socket sends on connect
+(dashboard.broadcast.snapshot_frames, encoded as sent: the largest text frame of the topic and their sum), the
+time to build it from the database (median of --runs, the cabling cached as in a running server) and to encode it,
+and the bytes of one delta after a second poll. The goal: every frame under 512 KB at 2,000 servers, far from
+daphne's 1 MiB message limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+BUDGET_BYTES = 512 * 1024
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, nargs="+", default=[128, 2000])
+    ap.add_argument("--runs", type=int, default=3)
+    args = ap.parse_args()
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterctl.settings")
+    os.environ.setdefault("DEBUG", "1")
+    if "DATABASE_URL" not in os.environ:
+        sys.exit("set DATABASE_URL to a database of your own (it is emptied)")
+    import django
+
+    django.setup()
+    from django.core.cache import cache
+    from django.core.management import call_command
+
+    from dashboard import broadcast
+    from fabric import twin_adapter
+    from fabric.collectors.samples import FABRIC_SOURCE
+    from fabric.ingest import ingest_samples
+    from fabric.models import Cluster, Node, Switch
+
+    def poll(cluster_id: int) -> None:
+        hosts = list(Node.objects.filter(cluster_id=cluster_id).values_list("hostname", flat=True))
+        guids = list(Switch.objects.filter(cluster_id=cluster_id).values_list("guid", flat=True))
+        samples = [twin_adapter.sample_node(h, cluster=cluster_id, fault_rate=0) for h in hosts]
+        samples.append(twin_adapter.sample_switches(FABRIC_SOURCE, guids, cluster=cluster_id, fault_rate=0))
+        ingest_samples(cluster_id, samples)
+
+    call_command("migrate", verbosity=0)
+    for n in args.nodes:
+        call_command("flush", interactive=False, verbosity=0)
+        cache.clear()
+        twin_adapter.forget_twins()
+        t0 = time.perf_counter()
+        call_command("demo", "--no-serve", "--nodes", str(n), stdout=io.StringIO())
+        cluster_id = Cluster.objects.get(name="demo").pk
+        poll(cluster_id)
+        print(f"{n} servers: demo built and polled in {time.perf_counter() - t0:.1f} s")
+        for topic in broadcast.FABRIC_TOPICS:
+            group = broadcast.fabric_group(cluster_id)
+            builds, encodes, texts = [], [], []
+            for _ in range(args.runs):
+                cache.delete(broadcast.state_key(cluster_id, topic))  # a baseline missing: built as on first use
+                t1 = time.perf_counter()
+                frames = broadcast.snapshot_frames(cluster_id, [topic], group)
+                t2 = time.perf_counter()
+                texts = [broadcast.encode(f) for f in frames]
+                t3 = time.perf_counter()
+                builds.append((t2 - t1) * 1000)
+                encodes.append((t3 - t2) * 1000)
+            sizes = [len(t.encode()) for t in texts]
+            flag = "" if max(sizes) < BUDGET_BYTES else f"  OVER the {BUDGET_BYTES // 1024} KB budget"
+            print(
+                f"  {topic:9s} snapshot {sum(sizes):>10,} bytes in {len(sizes)} frame(s), largest {max(sizes):>9,}; "
+                f"build {statistics.median(builds):7.1f} ms, encode {statistics.median(encodes):6.1f} ms{flag}"
+            )
+        poll(cluster_id)
+        from dashboard import selectors
+
+        t1 = time.perf_counter()
+        current = selectors.build(cluster_id, broadcast.FABRIC_TOPICS)
+        build_ms = (time.perf_counter() - t1) * 1000
+        deltas = {}
+        for topic in broadcast.FABRIC_TOPICS:
+            kind, data = broadcast.diff(topic, cache.get(broadcast.state_key(cluster_id, topic)), current[topic])
+            if kind:
+                text = broadcast.encode({"type": kind, "topic": topic, "data": data})
+                deltas[topic] = f"{kind} {len(text.encode()):,}"
+        print(f"  after a second poll: all topics built in {build_ms:.1f} ms; frames: {deltas or 'none'}")
+
+
+if __name__ == "__main__":
+    main()
