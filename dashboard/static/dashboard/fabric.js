@@ -1156,6 +1156,17 @@ function fade(mark, now) {
   return mark ? Math.max(0, 1 - (now - mark.at) / CHANGE_MS) : 0;
 }
 
+// The marks still fading, as [item, strength] (items: a Map by key); a mark that has faded, or whose item is gone,
+// is dropped from `changes`.
+function* fading(changes, items, now) {
+  for (const [key, mark] of changes) {
+    const f = fade(mark, now);
+    const item = items.get(key);
+    if (f <= 0 || !item) changes.delete(key);
+    else yield [item, f];
+  }
+}
+
 function draw() {
   frame = 0;
   const t0 = performance.now();
@@ -1329,13 +1340,7 @@ function draw() {
   if (S.mode === "util") {
     const rings = new Path2D();
     let alpha = 0;
-    for (const [key, mark] of S.nodeChanges) {
-      const f = fade(mark, now);
-      const n = S.nodes.get(key);
-      if (f <= 0 || !n) {
-        S.nodeChanges.delete(key);
-        continue;
-      }
+    for (const [n, f] of fading(S.nodeChanges, S.nodes, now)) {
       marked += 1;
       alpha = Math.max(alpha, f);
       const x = n.x * kx + tx;
@@ -1379,13 +1384,7 @@ function draw() {
   }
   const warning = colourOf("alert_severity", "warning");
   if (S.mode === "util") {
-    for (const [key, mark] of S.switchChanges) {
-      const f = fade(mark, now);
-      const s = S.switches.get(key);
-      if (f <= 0 || !s) {
-        S.switchChanges.delete(key);
-        continue;
-      }
+    for (const [s, f] of fading(S.switchChanges, S.switches, now)) {
       marked += 1;
       ctx.globalAlpha = 0.3 + 0.7 * f;
       ctx.strokeStyle = "#ffffff";
