@@ -104,8 +104,9 @@ class LiveServer:
 
 
 @pytest.fixture
-def live_server_asgi(transactional_db):
-    server = LiveServer()
+def live_server_asgi(request, transactional_db):
+    # A test module that draws more than daphne's default message limit allows names its own (WS_MAX_BYTES).
+    server = LiveServer(ws_max_bytes=getattr(request.module, "WS_MAX_BYTES", None))
     server.start()
     try:
         yield server

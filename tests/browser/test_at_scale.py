@@ -15,7 +15,7 @@ import pytest
 from PIL import Image, ImageChops
 from playwright.sync_api import expect
 
-from tests.browser.conftest import SCREENSHOTS, LiveServer, login, off_the_loop, screenshot
+from tests.browser.conftest import SCREENSHOTS, login, off_the_loop, screenshot
 from tests.browser.test_alerts import raise_storm
 from tests.browser.test_dashboard import attribute_becomes, live
 
@@ -23,19 +23,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 SUMMARY = "#fabric-summary"
 # The 2,000-server fabric snapshot is about 2 MB, over daphne's default 1 MiB WebSocket message limit, which closes
-# the socket (issue 16 shrinks the snapshot); here the server takes 16 MiB so that the drawing itself is tested.
+# the socket (issue 16 shrinks the snapshot); here the server takes 16 MiB (conftest's live_server_asgi reads it)
+# so that the drawing itself is tested.
 WS_MAX_BYTES = 16 * 1024 * 1024
-
-
-@pytest.fixture
-def live_server_asgi(transactional_db):
-    server = LiveServer(ws_max_bytes=WS_MAX_BYTES)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-        server.log.close()
 
 
 def build_demo(nodes: int) -> int:
