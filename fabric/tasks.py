@@ -17,7 +17,17 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import OperationalError
 
+from clusterctl.celery import app
 from clusterctl.locks import TaskLock
+from fabric import actions, inbox
+from fabric import ingest as telemetry
+from fabric.actions import TELEMETRY_REASON
+from fabric.choices import NodeState
+from fabric.collectors.registry import agent_collector, get_collector
+from fabric.collectors.samples import FABRIC_SOURCE, sample_from_dict
+from fabric.ingest import check_liveness, ingest_lock, ingest_samples, record_answers, record_round
+from fabric.latest import last_seen
+from fabric.models import Cluster, Node, Switch
 
 log = logging.getLogger(__name__)
 RETRYABLE = (OperationalError, ConnectionError, TimeoutError)
@@ -26,7 +36,6 @@ RETRYABLE = (OperationalError, ConnectionError, TimeoutError)
 @shared_task(ignore_result=True)
 def poll_all() -> None:
     """Beat: poll every cluster's nodes with the configured collector (TELEMETRY_COLLECTOR; empty = off)."""
-    from fabric.models import Cluster
 
     if not settings.TELEMETRY_COLLECTOR:
         return
@@ -41,7 +50,6 @@ def _route(host: str) -> dict:
 
 def _backlog(queue: str) -> int:
     """Messages waiting in a node queue (a dead agent's queue must not pile up one poll per interval)."""
-    from clusterctl.celery import app
 
     try:
         with app.connection_for_write() as conn:
@@ -63,7 +71,6 @@ def poll_cluster(cluster_id: int, collector: str = "") -> int:
     """Judge liveness from the rounds ingest has caught up with, then send the next round: one poll per node onto
     that node's own queue (and one switch-port poll onto the fabric agent's); each answer goes to ingest with the
     round's send time. Returns the number of node polls sent; 0 while another poll of this cluster runs."""
-    from fabric import ingest as telemetry
 
     lock = telemetry.poll_lock(cluster_id)
     if not lock.acquire():
@@ -76,12 +83,6 @@ def poll_cluster(cluster_id: int, collector: str = "") -> int:
 
 
 def _poll_cluster(cluster_id: int, name: str) -> int:
-    from fabric.actions import TELEMETRY_REASON
-    from fabric.choices import NodeState
-    from fabric.ingest import check_liveness, record_round
-    from fabric.latest import last_seen
-    from fabric.models import Node, Switch
-
     now = time.time()
     check_liveness(cluster_id, now)
     seen = last_seen(cluster_id)
@@ -119,7 +120,6 @@ def _poll_cluster(cluster_id: int, name: str) -> int:
 def poll_node(hostname: str, collector: str) -> dict:
     """On the node agent: read the hardware, return the sample as JSON. No database access here. `collector` may
     name several (nvml,sysfs-ib: one merged sample) or auto; the agent keeps the collector from poll to poll."""
-    from fabric.collectors.registry import agent_collector
 
     return dataclasses.asdict(agent_collector(collector).collect(hostname))
 
@@ -128,8 +128,6 @@ def poll_node(hostname: str, collector: str) -> dict:
 def poll_switches(hostname: str, collector: str, guids: list[str]) -> dict:
     """On the fabric agent: read every port of the given switches over the fabric. No database access here;
     the switch list comes with the task."""
-    from fabric.collectors.registry import get_collector
-    from fabric.collectors.samples import FABRIC_SOURCE
 
     options = settings.COLLECTOR_OPTIONS.get(collector, {})
     sample = get_collector(collector, **options).collect_switches(hostname, guids)
@@ -175,7 +173,6 @@ def _schedule_drain(cluster_id: int, *, again: bool = False) -> None:
 def ingest(sample: dict, cluster_id: int, poll_at: float | None = None) -> None:
     """Central: queue one node's result (or the report that its poll expired unsent) for the next batch, with the send
     time of the poll it answers; the first of a window schedules the drain."""
-    from fabric import inbox
 
     inbox.push(cluster_id, sample if poll_at is None else {**sample, POLL_AT: poll_at})
     _schedule_drain(cluster_id)
@@ -183,7 +180,6 @@ def ingest(sample: dict, cluster_id: int, poll_at: float | None = None) -> None:
 
 def _parse(cluster_id: int, raw: list[dict]) -> tuple[list, list[tuple[str, float]], list[tuple[str, float]]]:
     """Samples, (node, poll sent at) answered, (node, poll sent at) expired unsent."""
-    from fabric.collectors.samples import sample_from_dict
 
     samples, answered, expired = [], [], []
     for item in raw:
@@ -208,8 +204,6 @@ def ingest_batch(cluster_id: int) -> int:
     """Central: ingest everything waiting in the cluster's inbox as one batch, then record the answers and how far
     ingest got (fabric.ingest.record_answers). One batch at a time per cluster. Idempotent (older or already stored
     samples are ignored); on a database or cache outage the batch goes back to the inbox and retries."""
-    from fabric import inbox
-    from fabric.ingest import ingest_lock, ingest_samples, record_answers
 
     lock = ingest_lock(cluster_id)
     if not lock.acquire():
@@ -257,7 +251,6 @@ def _exclusive(name: str, action) -> dict | None:
 @shared_task(ignore_result=True, autoretry_for=RETRYABLE, retry_backoff=True, max_retries=3)
 def rollup_metrics() -> dict | None:
     """Beat: roll raw samples into 1-minute buckets and those into 1-hour buckets (fabric.actions)."""
-    from fabric import actions
 
     return _exclusive("rollup", actions.rollup_metrics)
 
@@ -265,6 +258,5 @@ def rollup_metrics() -> dict | None:
 @shared_task(ignore_result=True, autoretry_for=RETRYABLE, retry_backoff=True, max_retries=3)
 def prune_metrics() -> dict | None:
     """Beat: delete samples and rollups past TELEMETRY_RETENTION_*, in short batches (fabric.actions)."""
-    from fabric import actions
 
     return _exclusive("prune", actions.prune_metrics)

@@ -18,8 +18,15 @@ from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from scheduler import rounds
 from scheduler.actions.errors import Contended, RoundBusy
+from scheduler.actions.launches import agent_hello as hello
+from scheduler.actions.launches import launch_job, record_exit, record_prepared, record_started, record_stopped, sweep
+from scheduler.choices import ACTIVE_STATUSES, JobStatus
 from scheduler.enqueue import DEBOUNCE_S, round_requested_key
+from scheduler.launch.agent import AgentConfig, NodeAgent, Watcher
+from scheduler.launch.env import LaunchSettings
+from scheduler.models import ClusterScheduler, Job
 
 log = logging.getLogger(__name__)
 # The database, the cache or the broker briefly out of reach, or a lock race lost more often than the actions' own
@@ -54,12 +61,10 @@ def _periodic_key(cluster_id: int) -> str:
     max_retries=10,
 )
 def run_round(self, cluster_id: int, trigger: str = "periodic") -> None:
-    from scheduler.rounds import run_round as run
-
     # Requests arriving from now on need a new round: this one may already have read the state.
     cache.delete(_key(cluster_id))
     try:
-        run(cluster_id, trigger)
+        rounds.run_round(cluster_id, trigger)
     except RoundBusy:
         log.info("round for cluster %s busy; retrying", cluster_id)
         raise self.retry(countdown=DEBOUNCE_S) from None
@@ -71,8 +76,6 @@ def periodic_rounds() -> int:
     or not an event's request is outstanding: that request's round may have died with a worker. Ticks that queued
     up while no worker ran make one round per cluster, and a round that waited a whole interval unstarted expires
     (the next tick sends another). Returns the number of rounds sent."""
-    from scheduler.choices import ACTIVE_STATUSES, JobStatus
-    from scheduler.models import ClusterScheduler, Job
 
     with_work = (
         Job.objects.filter(status__in=[JobStatus.PENDING, JobStatus.PREEMPTED, *ACTIVE_STATUSES])
@@ -107,7 +110,6 @@ LAUNCH_RETRY = {
 @shared_task(ignore_result=True, acks_late=True, **LAUNCH_RETRY)
 def launch_jobs(job_ids: list[int]) -> None:
     """Central, after a placement commits: each job's launches, and a prepare to each of its nodes."""
-    from scheduler.actions.launches import launch_job
 
     for job_id in job_ids:
         launch_job(job_id)
@@ -116,29 +118,23 @@ def launch_jobs(job_ids: list[int]) -> None:
 @shared_task(ignore_result=True, acks_late=True, **LAUNCH_RETRY)
 def launch_ack(result: dict) -> None:
     """Central: a node prepared (or refused); the last one to prepare makes every node start."""
-    from scheduler.actions.launches import record_prepared
 
     record_prepared(result)
 
 
 @shared_task(ignore_result=True, acks_late=True, **LAUNCH_RETRY)
 def start_ack(result: dict) -> None:
-    from scheduler.actions.launches import record_started
-
     record_started(result)
 
 
 @shared_task(ignore_result=True, acks_late=True, **LAUNCH_RETRY)
 def stop_ack(result: dict) -> None:
-    from scheduler.actions.launches import record_stopped
-
     record_stopped(result)
 
 
 @shared_task(ignore_result=True, acks_late=True, **LAUNCH_RETRY)
 def launch_exited(host: str, item: dict) -> None:
     """Central: an agent's watcher saw a job end (or lose it)."""
-    from scheduler.actions.launches import record_exit
 
     record_exit(host, item)
 
@@ -146,7 +142,6 @@ def launch_exited(host: str, item: dict) -> None:
 @shared_task(ignore_result=True, acks_late=True, **LAUNCH_RETRY)
 def agent_hello(host: str, found: list[dict]) -> None:
     """Central: a (re)started agent says what its run directory holds; reconcile with the launches."""
-    from scheduler.actions.launches import agent_hello as hello
 
     hello(host, found)
 
@@ -154,15 +149,12 @@ def agent_hello(host: str, found: list[dict]) -> None:
 @shared_task(ignore_result=True)
 def launch_sweep() -> dict:
     """Beat: ack and stop timeouts, lost launch messages; the twin's jobs that reached est_runtime_s."""
-    from scheduler.actions.launches import sweep
 
     return sweep()
 
 
 def _agent(host: str):
     """This process's agent for the node (one per node name, kept: its launcher reaps what it started)."""
-    from scheduler.launch.agent import AgentConfig, NodeAgent
-    from scheduler.launch.env import LaunchSettings
 
     agent = _AGENTS.get(host)
     if agent is None:
@@ -229,8 +221,6 @@ def _start_watchers(sender=None, **kwargs) -> None:
         return
     queues = [q for q in sender.app.amqp.queues.consume_from]
     for host in (q[len("node.") :] for q in queues if q.startswith("node.")):
-        from scheduler.launch.agent import Watcher
-
         Watcher(
             _agent(host),
             hello=lambda found, host=host: agent_hello.delay(host, found),
