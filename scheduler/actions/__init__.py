@@ -30,10 +30,10 @@ from scheduler.actions.apply import Applied, apply_decisions
 from scheduler.actions.errors import ActionError, Contended, RoundBusy, StaleDecision
 from scheduler.actions.jobs import (
     SCHEDULER,
-    _move,
     cancel_job,
     finish_job,
     hold_job,
+    move_job,
     release_job,
     request_round_on_commit,
     requeue_job,
@@ -59,7 +59,6 @@ __all__ = [
     "RoundBusy",
     "ShareSpec",
     "StaleDecision",
-    "_move",
     "add_member",
     "allocate",
     "apply_decisions",
@@ -73,6 +72,7 @@ __all__ = [
     "ensure_scheduler",
     "finish_job",
     "hold_job",
+    "move_job",
     "release_allocations",
     "release_job",
     "request_round_on_commit",

@@ -22,7 +22,7 @@ from scheduler.actions.allocations import (
     release_allocations,
 )
 from scheduler.actions.errors import ActionError, StaleDecision
-from scheduler.actions.jobs import SCHEDULER, _move
+from scheduler.actions.jobs import SCHEDULER, move_job
 from scheduler.actions.launches import abandon_launches, launch_on_commit, placed_status
 from scheduler.actions.launches import enabled as launches_enabled
 from scheduler.actions.launches import migrate as migrate_launches
@@ -163,14 +163,14 @@ def _lock_in_order(decisions) -> None:
 def _requeue(job: Job, reason: str, round_id: int) -> None:
     release_allocations(job)
     abandon_launches(job, "requeue")
-    _move(job, JobStatus.PENDING, reason, actor=SCHEDULER, expect=ACTIVE_STATUSES, round_id=round_id,
+    move_job(job, JobStatus.PENDING, reason, actor=SCHEDULER, expect=ACTIVE_STATUSES, round_id=round_id,
           started_at=None)  # fmt: skip
 
 
 def _fail(job: Job, reason: str, round_id: int) -> None:
     release_allocations(job)
     abandon_launches(job, "failure")
-    _move(job, JobStatus.FAILED, reason, actor=SCHEDULER, expect=ACTIVE_STATUSES, round_id=round_id,
+    move_job(job, JobStatus.FAILED, reason, actor=SCHEDULER, expect=ACTIVE_STATUSES, round_id=round_id,
           finished_at=timezone.now())  # fmt: skip
 
 
@@ -180,10 +180,10 @@ def _preempt(job: Job, p, round_id: int) -> None:
     if launches_enabled():  # its nodes stop it (checkpoint, grace period); it requeues once they did
         preempt_launches(job, p.reason, p.for_job, round_id, record=record)
         return
-    _move(job, JobStatus.PREEMPTED, p.reason, actor=SCHEDULER, expect=ACTIVE_STATUSES, round_id=round_id,
+    move_job(job, JobStatus.PREEMPTED, p.reason, actor=SCHEDULER, expect=ACTIVE_STATUSES, round_id=round_id,
           **record)  # fmt: skip
     release_allocations(job)
-    _move(job, JobStatus.PENDING, f"requeued after preemption for job {p.for_job}", actor=SCHEDULER,
+    move_job(job, JobStatus.PENDING, f"requeued after preemption for job {p.for_job}", actor=SCHEDULER,
           expect=[JobStatus.PREEMPTED], round_id=round_id, started_at=None, borrowed=False)  # fmt: skip
 
 
@@ -191,12 +191,12 @@ def _migrate(job: Job, m, specs: list[ShareSpec], pools: dict[int, Pool], round_
     if launches_enabled():  # stopped on the old GPUs first, then relaunched on the new ones as the next generation
         migrate_launches(job, m, specs, pools[job.pool_id].timeslice_replicas, round_id, now)
         return
-    _move(job, JobStatus.MIGRATING, m.reason, actor=SCHEDULER, expect=[JobStatus.RUNNING], round_id=round_id)
+    move_job(job, JobStatus.MIGRATING, m.reason, actor=SCHEDULER, expect=[JobStatus.RUNNING], round_id=round_id)
     old = list(Allocation.objects.filter(job=job, active=True).values_list("pk", flat=True))
     release_allocations(job)
     allocate(job, specs, replicas_max=pools[job.pool_id].timeslice_replicas)
     where = ", ".join(m.placement.nodes)
-    _move(job, JobStatus.RUNNING, f"moved to {where}: {m.placement.explanation}", actor=SCHEDULER,
+    move_job(job, JobStatus.RUNNING, f"moved to {where}: {m.placement.explanation}", actor=SCHEDULER,
           expect=[JobStatus.MIGRATING], round_id=round_id, last_migrated_at=now)  # fmt: skip
     log.info("job %s migrated off %d allocations", job.pk, len(old))
 
@@ -204,7 +204,7 @@ def _migrate(job: Job, m, specs: list[ShareSpec], pools: dict[int, Pool], round_
 def _place(job: Job, p, specs: list[ShareSpec], pools: dict[int, Pool], round_id: int, now) -> None:
     allocate(job, specs, replicas_max=pools[job.pool_id].timeslice_replicas)
     where = ", ".join(p.nodes)
-    _move(job, placed_status(), f"placed on {where}: {p.explanation}", actor=SCHEDULER,
+    move_job(job, placed_status(), f"placed on {where}: {p.explanation}", actor=SCHEDULER,
           expect=[JobStatus.PENDING], round_id=round_id, started_at=now, borrowed=p.borrowed,
           generation=F("generation") + 1)  # fmt: skip
     launch_on_commit([job.pk])

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 SCHEDULER = "scheduler"
 
 
-def _event(job: Job, to: str, reason: str, *, actor: str, round_id: int | None = None, from_status=None) -> None:
+def record_event(job: Job, to: str, reason: str, *, actor: str, round_id: int | None = None, from_status=None) -> None:
     JobEvent.objects.create(
         job=job,
         from_status=job.status if from_status is None else from_status,
@@ -40,14 +40,16 @@ def _event(job: Job, to: str, reason: str, *, actor: str, round_id: int | None =
     )
 
 
-def _move(job: Job, to: str, reason: str, *, actor: str, expect: Sequence[str], round_id: int | None = None, **fields):
+def move_job(
+    job: Job, to: str, reason: str, *, actor: str, expect: Sequence[str], round_id: int | None = None, **fields
+):
     """Conditional status change: only from one of `expect`, and only if nobody changed the job meanwhile."""
     updated = Job.objects.filter(pk=job.pk, status__in=expect, version=job.version).update(
         status=to, status_reason=reason[:500], version=F("version") + 1, **fields
     )
     if not updated:
         raise StaleDecision(f"job {job.pk} changed since it was read (wanted {'/'.join(expect)} -> {to})")
-    _event(job, to, reason, actor=actor, round_id=round_id)
+    record_event(job, to, reason, actor=actor, round_id=round_id)
     job.refresh_from_db()
     events.job_changed_on_commit(job)
 
@@ -59,7 +61,7 @@ def submit_job(tenant: Tenant, pool: Pool, priority_class: PriorityClass, *, act
     job = Job.objects.create(tenant=tenant, pool=pool, priority_class=priority_class, **request)
     Job.objects.filter(pk=job.pk).update(queue_seq=job.pk)
     job.queue_seq = job.pk
-    _event(job, JobStatus.PENDING, "submitted", actor=actor or str(tenant), from_status="")
+    record_event(job, JobStatus.PENDING, "submitted", actor=actor or str(tenant), from_status="")
     events.job_changed_on_commit(job)
     request_round_on_commit(pool.cluster_id, f"job {job.pk} submitted")
     return job
@@ -79,7 +81,7 @@ def cancel_job(job: Job, *, actor: str, reason: str = "cancelled") -> Job:
         raise ActionError(f"job {job.pk} is already {job.status}")
     release_allocations(job)
     _abandon_launches(job, "cancel")
-    _move(job, JobStatus.CANCELLED, reason, actor=actor, expect=[job.status], finished_at=timezone.now())
+    move_job(job, JobStatus.CANCELLED, reason, actor=actor, expect=[job.status], finished_at=timezone.now())
     request_round_on_commit(job.pool.cluster_id, f"job {job.pk} cancelled")
     return job
 
@@ -92,7 +94,7 @@ def finish_job(job: Job, *, succeeded: bool, reason: str = "", actor: str = "nod
     release_allocations(job)
     _abandon_launches(job, "finished" if succeeded else "failure")
     to = JobStatus.COMPLETED if succeeded else JobStatus.FAILED
-    _move(job, to, reason or ("exited 0" if succeeded else "failed"), actor=actor, expect=ACTIVE_STATUSES,
+    move_job(job, to, reason or ("exited 0" if succeeded else "failed"), actor=actor, expect=ACTIVE_STATUSES,
           finished_at=timezone.now())  # fmt: skip
     request_round_on_commit(job.pool.cluster_id, f"job {job.pk} finished")
     return job
@@ -106,7 +108,7 @@ def hold_job(job: Job, *, actor: str, reason: str = "held by an operator") -> Jo
     if job.held:
         raise ActionError(f"job {job.pk} is already held")
     Job.objects.filter(pk=job.pk).update(held=True, pending_reason=reason, version=F("version") + 1)
-    _event(job, JobStatus.PENDING, reason, actor=actor)
+    record_event(job, JobStatus.PENDING, reason, actor=actor)
     job.refresh_from_db()
     events.job_changed_on_commit(job)
     return job
@@ -118,7 +120,7 @@ def release_job(job: Job, *, actor: str) -> Job:
     if not job.held:
         raise ActionError(f"job {job.pk} is not held")
     Job.objects.filter(pk=job.pk).update(held=False, pending_reason="", version=F("version") + 1)
-    _event(job, job.status, "released by an operator", actor=actor)
+    record_event(job, job.status, "released by an operator", actor=actor)
     job.refresh_from_db()
     events.job_changed_on_commit(job)
     request_round_on_commit(job.pool.cluster_id, f"job {job.pk} released")
@@ -133,7 +135,7 @@ def requeue_job(job: Job, *, actor: str, reason: str = "requeued by an operator"
         raise ActionError(f"only running jobs can be requeued; job {job.pk} is {job.status}")
     release_allocations(job)
     _abandon_launches(job, "requeue")
-    _move(job, JobStatus.PENDING, reason, actor=actor, expect=ACTIVE_STATUSES, round_id=round_id, started_at=None)
+    move_job(job, JobStatus.PENDING, reason, actor=actor, expect=ACTIVE_STATUSES, round_id=round_id, started_at=None)
     request_round_on_commit(job.pool.cluster_id, f"job {job.pk} requeued")
     return job
 

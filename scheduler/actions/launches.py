@@ -39,7 +39,7 @@ from django.utils import timezone
 from clusterctl import outages
 from scheduler import enqueue
 from scheduler.actions.allocations import ShareSpec, allocate, release_allocations
-from scheduler.actions.jobs import SCHEDULER, _event, _move, finish_job, request_round_on_commit, requeue_job
+from scheduler.actions.jobs import SCHEDULER, finish_job, move_job, record_event, request_round_on_commit, requeue_job
 from scheduler.actions.locking import atomic_retry, lock_job, lock_jobs
 from scheduler.choices import ACTIVE_STATUSES, OPEN_LAUNCH_STATES, STARTED_LAUNCH_STATES, JobStatus, LaunchState
 from scheduler.launch.env import free_master_port, master_hostname, parse_port_range
@@ -309,7 +309,7 @@ def _advance(job: Job) -> None:
         return
     if job.status == JobStatus.ADMITTED and all(la.state in (S.RUNNING, S.EXITED) for la in launches):
         where = ", ".join(f"{la.hostname} (pid {la.pid})" for la in launches)
-        _move(job, JobStatus.RUNNING, f"started on {where}", actor=AGENT, expect=[JobStatus.ADMITTED],
+        move_job(job, JobStatus.RUNNING, f"started on {where}", actor=AGENT, expect=[JobStatus.ADMITTED],
               started_at=timezone.now())  # fmt: skip
     if all(la.state == S.EXITED and la.returncode == 0 for la in launches):
         finish_job(job, succeeded=True, reason=f"exited 0 on {', '.join(la.hostname for la in launches)}")
@@ -381,7 +381,7 @@ def preempt(
 ) -> None:
     """A round preempts the job: it keeps its GPUs while its nodes stop it (SIGTERM: checkpoint), then requeues.
     `record`: the preemption's fields stored on the job with the status (preempted_for, _at, _gpus)."""
-    _move(job, JobStatus.PREEMPTED, reason, actor=SCHEDULER, expect=ACTIVE_STATUSES, round_id=round_id,
+    move_job(job, JobStatus.PREEMPTED, reason, actor=SCHEDULER, expect=ACTIVE_STATUSES, round_id=round_id,
           **(record or {}))  # fmt: skip
     _stop(job, _open(job), "preemption")
     settle(job, round_id=round_id, for_job=for_job)
@@ -389,7 +389,7 @@ def preempt(
 
 def migrate(job: Job, migration, specs: list[ShareSpec], replicas_max: int, round_id: int | None, now) -> None:
     """A round moves the job: take the new GPUs now, stop it on the old ones, relaunch once it stopped."""
-    _move(job, JobStatus.MIGRATING, migration.reason, actor=SCHEDULER, expect=[JobStatus.RUNNING],
+    move_job(job, JobStatus.MIGRATING, migration.reason, actor=SCHEDULER, expect=[JobStatus.RUNNING],
           round_id=round_id, last_migrated_at=now)  # fmt: skip
     old = list(Allocation.objects.filter(job=job, active=True).values_list("gpu_id", flat=True))
     allocate(job, specs, replicas_max=replicas_max)  # disjoint from the old shares (the engine's contract)
@@ -397,7 +397,7 @@ def migrate(job: Job, migration, specs: list[ShareSpec], replicas_max: int, roun
     launches = _open(job)
     if not launches:  # nothing of it runs on a node (launched before agents did): relaunch at once
         release_allocations(job, gpu_ids=old)
-        _move(job, JobStatus.ADMITTED, reason, actor=SCHEDULER, expect=[JobStatus.MIGRATING], round_id=round_id,
+        move_job(job, JobStatus.ADMITTED, reason, actor=SCHEDULER, expect=[JobStatus.MIGRATING], round_id=round_id,
               generation=F("generation") + 1)  # fmt: skip
         launch_on_commit([job.pk])
         return
@@ -418,14 +418,14 @@ def settle(job: Job, *, round_id: int | None = None, for_job: int | None = None,
         release_allocations(job)
         why = f" for job {for_job}" if for_job else ""
         how = _how_stopped(stopped)
-        _move(job, JobStatus.PENDING, f"requeued after preemption{why}{how}", actor=SCHEDULER,
+        move_job(job, JobStatus.PENDING, f"requeued after preemption{why}{how}", actor=SCHEDULER,
               expect=[JobStatus.PREEMPTED], round_id=round_id, started_at=None, borrowed=False)  # fmt: skip
         request_round_on_commit(job.pool.cluster_id, f"job {job.pk} requeued after preemption")
         return True
     # The GPUs its stopped generation ran on; the new ones were taken when the move was decided.
     release_allocations(job, gpu_ids={g for la in stopped for g in la.gpu_ids})
     reason = relaunch_reason or f"relaunching on its new GPUs{_how_stopped(stopped)}"
-    _move(job, JobStatus.ADMITTED, reason, actor=SCHEDULER, expect=[JobStatus.MIGRATING], round_id=round_id,
+    move_job(job, JobStatus.ADMITTED, reason, actor=SCHEDULER, expect=[JobStatus.MIGRATING], round_id=round_id,
           generation=F("generation") + 1)  # fmt: skip
     launch_on_commit([job.pk])
     request_round_on_commit(job.pool.cluster_id, f"job {job.pk} migrated")
@@ -447,7 +447,7 @@ def rollback(job: Job, reason: str) -> None:
         return
     _stop(job, _open(job), "rollback")
     release_allocations(job)
-    _move(job, JobStatus.PENDING, reason, actor=SCHEDULER, expect=[JobStatus.ADMITTED], started_at=None)
+    move_job(job, JobStatus.PENDING, reason, actor=SCHEDULER, expect=[JobStatus.ADMITTED], started_at=None)
     request_round_on_commit(job.pool.cluster_id, f"job {job.pk} launch rolled back")
 
 
@@ -482,7 +482,7 @@ def record_stopped(result: Mapping[str, Any]) -> None:
         launch.reason = text[:500]
         launch.save(update_fields=["exited_within_grace", "returncode", "reason"])
     if result.get("found"):
-        _event(job, job.status, f"{launch.hostname}: {text}", actor=AGENT)
+        record_event(job, job.status, f"{launch.hostname}: {text}", actor=AGENT)
         _forget_on_commit(launch.hostname, job.pk, launch.generation)
     settle(job)
 
@@ -654,7 +654,9 @@ def _give_up_stop(launch_id: int, limit: float) -> int:
         return 0
     la.job = job
     _close(la, S.LOST, f"no stop confirmation from {la.hostname} within {limit:g} s (its agent is gone?)")
-    _event(la.job, la.job.status, f"{la.hostname}: stop not confirmed within {limit:g} s; given up", actor=SCHEDULER)
+    record_event(
+        la.job, la.job.status, f"{la.hostname}: stop not confirmed within {limit:g} s; given up", actor=SCHEDULER
+    )
     settle(la.job)
     return 1
 

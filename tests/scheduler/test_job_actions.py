@@ -72,4 +72,4 @@ def test_stale_version_refused(submit):
     job = submit(1)
     Job.objects.filter(pk=job.pk).update(version=job.version + 1)
     with pytest.raises(actions.StaleDecision):
-        actions._move(job, "running", "x", actor="t", expect=["pending"])
+        actions.move_job(job, "running", "x", actor="t", expect=["pending"])

@@ -61,7 +61,7 @@ def start(
         for g in on
     ]
     actions.allocate(job, shares)
-    actions._move(
+    actions.move_job(
         job,
         JobStatus.RUNNING,
         "placed by the test",
