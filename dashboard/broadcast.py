@@ -22,8 +22,10 @@ marked is committed already, and clients resync on reconnect.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
+import struct
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -295,14 +297,211 @@ def _next_seq(group: str, n: int) -> int:
 
 
 def encode(frame: dict) -> str:
+    """A frame as JSON text (the topics sent as text, and the header of a binary frame)."""
     return json.dumps(frame, separators=(",", ":"), ensure_ascii=False)
 
 
+#
+# The compact wire form of the big topics (issue 16): columns in one binary frame
+#
+# A frame of a topic in BINARY_TOPICS goes as one binary WebSocket message: a little-endian uint32 H, H bytes of
+# UTF-8 JSON (the frame with each list of items in its data replaced by {"$rows": i} and each {id: patch} map of a
+# delta by {"$byid": i}, plus "tables": the columns of table i), zero padding to a multiple of 4, then the body: every
+# column's typed array, each starting at a multiple of 4 of the body. A table is {"n": rows, "cols": [column, ...]};
+# a column is {"k": key, "t": "u8"|"u16"|"u32"|"f64", "o": byte offset in the body} and one of
+#   "e": "int"    value = raw + base, divided by "s" (a scale of 1, 10 or 100: numbers the page shows to 2 decimals)
+#   "e": "delta"  value[0] = "first", value[i] = value[i-1] + raw + base (ascending ids: a byte each), then / "s"
+#   "e": "table"  value = "v"[raw] (strings, booleans, lists: each distinct value once)
+#   "e": "f64"    value = raw
+# "null": raw value meaning null (int columns); "absent": raw value meaning "this item has no such key" (a delta
+# names only the fields that changed). A {"$byid": i} table has the map's keys in its column "id" (ints where the
+# keys were digits). Lossless: decode(wire(frame)) == frame, so baselines, diffs and the page's stores are unchanged.
+# dashboard/static/dashboard/live.js decodes it; `decode` here is the reference (tests).
+
+BINARY_TOPICS: frozenset[str] = frozenset({"fabric", "gpus"})
+_ABSENT = object()
+_WIDTHS = (("u8", 0xFF, "B", 1), ("u16", 0xFFFF, "H", 2), ("u32", 0xFFFFFFFF, "I", 4))
+_SCALES = (1, 10, 100)
+
+
+def _width(top: int) -> tuple[str, str, int] | None:
+    for name, limit, code, size in _WIDTHS:
+        if top <= limit:
+            return name, code, size
+    return None
+
+
+def _ints(values: list) -> tuple[list[int | None], int] | None:
+    """The values as integers and their scale, or None when they are not all numbers of at most 2 decimals."""
+    numbers = [v for v in values if v is not None]
+    if not numbers or any(type(v) not in (int, float) for v in numbers):
+        return None
+    for scale in _SCALES:
+        scaled = [v * scale for v in numbers]
+        if all(abs(x - round(x)) < 1e-6 for x in scaled):
+            return [None if v is None else round(v * scale) for v in values], scale
+    return None
+
+
+def _int_column(ints: list[int | None], scale: int) -> tuple[dict, bytes] | None:
+    known = [v for v in ints if v is not None]
+    lo, hi = min(known), max(known)
+    has_null = len(known) < len(ints)
+    best = None
+    plain = _width(hi - lo + (1 if has_null else 0))
+    if plain:
+        spec = {"e": "int", "base": lo}
+        if has_null:
+            spec["null"] = hi - lo + 1
+        raw = [spec["null"] if v is None else v - lo for v in ints]
+        best = (plain, spec, raw)
+    if not has_null and len(ints) > 1:
+        steps = [b - a for a, b in itertools.pairwise(ints)]
+        dlo = min(steps)
+        delta = _width(max(steps) - dlo)
+        if delta and (best is None or delta[2] < best[0][2]):
+            best = (delta, {"e": "delta", "first": ints[0], "base": dlo}, [0] + [d - dlo for d in steps])
+    if best is None:
+        return None
+    (name, code, _), spec, raw = best
+    if scale != 1:
+        spec["s"] = scale
+    return {"t": name, **spec}, struct.pack(f"<{len(raw)}{code}", *raw)
+
+
+def _table_column(values: list) -> tuple[dict, bytes]:
+    table: list = []
+    index: dict[str, int] = {}
+    raw = []
+    absent = None
+    for v in values:
+        if v is _ABSENT:
+            if absent is None:
+                absent = len(table)
+                table.append(None)
+            raw.append(absent)
+            continue
+        key = json.dumps(v, separators=(",", ":"), sort_keys=True)
+        i = index.get(key)
+        if i is None:
+            i = index[key] = len(table)
+            table.append(v)
+        raw.append(i)
+    name, code, _ = _width(max(len(table) - 1, 0))
+    spec = {"t": name, "e": "table", "v": table}
+    if absent is not None:
+        spec["absent"] = absent
+    return spec, struct.pack(f"<{len(raw)}{code}", *raw)
+
+
+def _column(key: str, values: list) -> tuple[dict, bytes]:
+    if _ABSENT not in values:
+        as_ints = _ints(values)
+        if as_ints is not None:
+            done = _int_column(*as_ints)
+            if done is not None:
+                return {"k": key, **done[0]}, done[1]
+        if values and all(type(v) is float for v in values):
+            return {"k": key, "t": "f64", "e": "f64"}, struct.pack(f"<{len(values)}d", *values)
+    spec, body = _table_column(values)
+    return {"k": key, **spec}, body
+
+
+def _is_rows(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, dict) for v in value)
+
+
+def _is_byid(value: Any) -> bool:
+    return isinstance(value, dict) and bool(value) and all(isinstance(v, dict) for v in value.values())
+
+
+def columns(items: list[dict]) -> tuple[dict, list[bytes]]:
+    """A list of items as a table: its spec (offsets from 0, each column padded to 4 bytes) and the column bytes."""
+    keys: list[str] = []
+    for item in items:
+        for k in item:
+            if k not in keys:
+                keys.append(k)
+    specs, bodies, offset = [], [], 0
+    for key in keys:
+        spec, body = _column(key, [item.get(key, _ABSENT) for item in items])
+        body += b"\0" * (-len(body) % 4)
+        specs.append({**spec, "o": offset})
+        bodies.append(body)
+        offset += len(body)
+    return {"n": len(items), "cols": specs}, bodies
+
+
+def wire(frame: dict) -> str | bytes:
+    """A frame as sent: JSON text, or for BINARY_TOPICS the binary form above."""
+    data = frame.get("data")
+    if frame.get("topic") not in BINARY_TOPICS or not isinstance(data, dict):
+        return encode(frame)
+    tables, bodies, size = [], [], 0
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if _is_rows(value) or (frame["type"] == "delta" and _is_byid(value)):
+            if isinstance(value, dict):
+                items = [{"id": int(i) if str(i).isdigit() else i, **patch} for i, patch in value.items()]
+                out[key] = {"$byid": len(tables)}
+            else:
+                items = value
+                out[key] = {"$rows": len(tables)}
+            spec, parts = columns(items)
+            for col in spec["cols"]:
+                col["o"] += size
+            tables.append(spec)
+            bodies.extend(parts)
+            size += sum(len(p) for p in parts)
+        else:
+            out[key] = value
+    header = encode({**frame, "data": out, "tables": tables}).encode()
+    header += b" " * (-(len(header) + 4) % 4)
+    return struct.pack("<I", len(header)) + header + b"".join(bodies)
+
+
+def _decode_column(col: dict, n: int, body: bytes) -> list:
+    if col["t"] == "f64":
+        return list(struct.unpack_from(f"<{n}d", body, col["o"]))
+    code = {"u8": "B", "u16": "H", "u32": "I"}[col["t"]]
+    raw = struct.unpack_from(f"<{n}{code}", body, col["o"])
+    if col["e"] == "table":
+        return [_ABSENT if r == col.get("absent") else col["v"][r] for r in raw]
+    if col["e"] == "delta":
+        values, v = [], col["first"]
+        for i, r in enumerate(raw):
+            if i:
+                v += r + col["base"]
+            values.append(v)
+    else:
+        values = [None if r == col.get("null") else r + col["base"] for r in raw]
+    scale = col.get("s", 1)
+    return values if scale == 1 else [None if v is None else v / scale for v in values]
+
+
+def decode(message: str | bytes) -> dict:
+    """A frame as `wire` sent it (text or binary) back as the frame."""
+    if isinstance(message, str):
+        return json.loads(message)
+    (size,) = struct.unpack_from("<I", message, 0)
+    frame = json.loads(message[4 : 4 + size])
+    body = message[4 + size :]
+    tables = frame.pop("tables")
+    data = frame["data"]
+    for key, value in list(data.items()):
+        if isinstance(value, dict) and ("$rows" in value or "$byid" in value):
+            spec = tables[value.get("$rows", value.get("$byid"))]
+            cols = {c["k"]: _decode_column(c, spec["n"], body) for c in spec["cols"]}
+            items = [{k: v[i] for k, v in cols.items() if v[i] is not _ABSENT} for i in range(spec["n"])]
+            data[key] = items if "$rows" in value else {str(item.pop("id")): item for item in items}
+    return frame
+
+
 def _send(group: str, frames: list[tuple[str, str, Any]]) -> int:
-    """One group_send carrying the frames, each with its seq; JSON encoded once here, not once per client."""
+    """One group_send carrying the frames, each with its seq; encoded once here (`wire`), not once per client."""
     first = _next_seq(group, len(frames))
     texts = [
-        encode({"type": kind, "topic": topic, "seq": first + i, "data": data})
+        wire({"type": kind, "topic": topic, "seq": first + i, "data": data})
         for i, (kind, topic, data) in enumerate(frames)
     ]
     layer = get_channel_layer()

@@ -4,7 +4,8 @@
 runs. A consumer accepts first and then closes with a code the page can read: 4401 anonymous, 4403 no access,
 4404 no such cluster (a refusal before accepting reaches the browser as a bare 403, code 1006).
 
-Frames from the broadcaster arrive as text encoded once per group (`dashboard.push`) and go out as they are.
+Frames from the broadcaster arrive encoded once per group (`dashboard.push`: text, or binary for the fabric and GPU
+topics, `broadcast.wire`) and go out as they are.
 Membership of a group is refreshed every GROUP_REFRESH_S, well inside channels-redis' `group_expiry`, so a page
 left open for a day still receives; a `resync` refreshes it too (a layer that lost its groups in a Redis restart).
 """
@@ -83,8 +84,11 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await self.send_snapshots(topics or self.topics)
 
     async def dashboard_push(self, event) -> None:
-        for text in event["frames"]:
-            await self.send(text_data=text)
+        for message in event["frames"]:  # text, or bytes for the compact topics (broadcast.wire)
+            if isinstance(message, bytes):
+                await self.send(bytes_data=message)
+            else:
+                await self.send(text_data=message)
 
     async def send_snapshots(self, topics) -> bool:
         group = self.live_groups[0]
@@ -95,7 +99,11 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
             return False
         for frame in frames:
-            await self.send(text_data=broadcast.encode(frame))
+            message = broadcast.wire(frame)
+            if isinstance(message, bytes):
+                await self.send(bytes_data=message)
+            else:
+                await self.send(text_data=message)
         return True
 
     async def _join(self) -> bool:

@@ -3,7 +3,6 @@ live sockets through the real ASGI application (origin check, session auth, rout
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import pytest
@@ -81,7 +80,7 @@ async def receive_frames(ws: WebsocketCommunicator, timeout: float = 0.5) -> lis
     """Every frame that arrives until the socket has been quiet for `timeout` seconds."""
     frames = []
     while not await ws.receive_nothing(timeout=timeout, interval=0.02):  # a timeout in receive_from kills the app
-        frames.append(json.loads(await ws.receive_from(timeout=5)))
+        frames.append(broadcast.decode(await ws.receive_from(timeout=5)))  # text, or binary (fabric, gpus)
     return frames
 
 

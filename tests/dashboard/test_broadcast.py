@@ -33,9 +33,8 @@ class FakeLayer:
         self.sent.append((self.clock(), group, message))
 
     def frames(self, group: str) -> list[dict]:
-        import json
 
-        return [json.loads(t) for _, g, m in self.sent if g == group for t in m["frames"]]
+        return [broadcast.decode(t) for _, g, m in self.sent if g == group for t in m["frames"]]
 
 
 @pytest.fixture

@@ -4,6 +4,7 @@ reconnect, no retry after a refusal, and the connection badge."""
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import subprocess
@@ -11,6 +12,8 @@ from itertools import pairwise
 from pathlib import Path
 
 import pytest
+
+from dashboard import broadcast
 
 LIVE = Path(__file__).resolve().parents[2] / "dashboard" / "static" / "dashboard" / "live.js"
 
@@ -45,6 +48,8 @@ out.same = connect("/ws/clusters/1/fabric/") === live;
 out.url = last().url;
 out.badgeConnecting = badge.dataset.state;
 last().fire("open");
+out.badgeOpened = badge.dataset.state; // open, but no snapshot yet: not "live"
+last().message({ type: "snapshot", topic: "overview", seq: 1, data: {} });
 out.badgeOpen = [badge.dataset.state, badge.textContent, badge.hidden];
 
 // Snapshot, then deltas in sequence; a gap sends resync and holds deltas until the fresh snapshot.
@@ -86,6 +91,26 @@ const before = timers.length;
 last().close(4401);
 out.refused = [timers.length === before, badge.dataset.state, badge.textContent];
 
+// A server that accepts and then closes (1011) before any snapshot: the backoff keeps growing; a snapshot resets it.
+const flaky = connect("/ws/clusters/3/fabric/");
+const flakyDelays = [];
+for (let i = 0; i < 4; i++) {
+  last().fire("open");
+  last().close(1011);
+  flakyDelays.push(timers[timers.length - 1].ms);
+  timers[timers.length - 1].fn();
+}
+last().fire("open");
+last().message({ type: "snapshot", topic: "overview", seq: 1, data: {} });
+// A binary frame (dashboard.broadcast.wire) decodes into the same store as its JSON.
+const raw = Buffer.from(process.argv[2], "base64");
+last().fire("message", { data: raw.buffer.slice(raw.byteOffset, raw.byteOffset + raw.length) });
+out.binary = flaky.get("gpus").gpus;
+last().close(1011);
+flakyDelays.push(timers[timers.length - 1].ms);
+out.flakyDelays = flakyDelays;
+out.flakyState = flaky.state;
+
 // The queue store: removals, a new order that renumbers an operator's places, a job that starts.
 const q = connect("/ws/clusters/1/queue/");
 last().fire("open");
@@ -124,9 +149,22 @@ console.log(JSON.stringify(out));
 """
 
 
+BINARY = {"type": "snapshot", "topic": "gpus", "seq": 2, "data": {"gpus": [
+    {"id": 40, "node": "gpu001", "util": 12.5, "health": "ok", "jobs": []},
+    {"id": 41, "node": "gpu001", "util": None, "health": "xid", "jobs": [{"id": 7, "name": "train"}]},
+], "metrics": {"util": "%"}}}  # fmt: skip
+
+
 def run_harness() -> dict:
     result = subprocess.run(
-        ["node", "--input-type=module", "-e", HARNESS, LIVE.as_uri()],
+        [
+            "node",
+            "--input-type=module",
+            "-e",
+            HARNESS,
+            LIVE.as_uri(),
+            base64.b64encode(broadcast.wire(BINARY)).decode(),
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -145,7 +183,19 @@ def test_one_shared_socket_per_path_and_the_badge(out):
     assert out["same"] is True
     assert out["url"] == "wss://dash.example.org/ws/clusters/1/fabric/"
     assert out["badgeConnecting"] == "connecting"
+    assert out["badgeOpened"] == "connecting"  # the socket is open; "live" only once a snapshot came
     assert out["badgeOpen"] == ["open", "live", False]
+
+
+def test_a_server_that_closes_before_any_snapshot_is_retried_ever_more_slowly(out):
+    first, *rest, after_snapshot = out["flakyDelays"]
+    assert first <= 500 and all(b >= a * 1.5 for a, b in pairwise([first, *rest]))  # 0.5, 1, 2, 4 s (jitter)
+    assert rest[-1] >= 3_000 and after_snapshot <= 500
+    assert out["flakyState"] == "reconnecting"
+
+
+def test_a_binary_frame_decodes_into_the_json_shapes(out):
+    assert out["binary"] == BINARY["data"]["gpus"]
 
 
 def test_deltas_apply_in_sequence_and_a_gap_asks_for_a_resync(out):

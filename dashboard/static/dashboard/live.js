@@ -20,10 +20,12 @@
 //   other     the snapshot's data; a delta is merged into it shallowly
 //
 // The socket reconnects with exponential backoff (0.5 s doubling, capped at 10 s, with jitter), except after the
-// server's refusals (4401 signed out, 4403 no access, 4404 unknown cluster). A delta whose seq skips one makes the
+// server's refusals (4401 signed out, 4403 no access, 4404 unknown cluster). The attempt counter goes back to 0 only
+// when a snapshot arrives, not when the socket opens: a server that accepts and then closes backs off too. A delta whose seq skips one makes the
 // client send {"type": "resync"}; deltas of a topic are then ignored until its fresh snapshot arrives.
 // The header badge (#live-state) shows the worst state of the page's sockets in data-state:
-// "connecting", "open", "reconnecting" or "closed".
+// "connecting", "open", "reconnecting" or "closed"; a socket is "open" ("live") from its first snapshot on, not
+// from the moment it opens. Frames are JSON text, or binary for the fabric and GPU topics (decodeBinary).
 
 const BACKOFF_START_MS = 500;
 const BACKOFF_CAP_MS = 10_000;
@@ -167,6 +169,69 @@ const TOPICS = {
   },
 };
 
+// The compact binary frame of the big topics (dashboard/broadcast.py, `wire`): a uint32 header length, the JSON
+// header (the frame, its lists of items replaced by {"$rows": i} or, in a delta, {"$byid": i}; "tables": the
+// columns of each), then every column as a typed array. Decoded here into the frame as JSON would have carried it.
+const ARRAYS = { u8: Uint8Array, u16: Uint16Array, u32: Uint32Array, f64: Float64Array };
+
+function decodeColumn(col, n, buffer, bodyAt) {
+  const raw = new ARRAYS[col.t](buffer, bodyAt + col.o, n);
+  const out = new Array(n);
+  if (col.e === "f64") {
+    for (let i = 0; i < n; i++) out[i] = raw[i];
+    return out;
+  }
+  if (col.e === "table") {
+    for (let i = 0; i < n; i++) out[i] = raw[i] === col.absent ? ABSENT : col.v[raw[i]];
+    return out;
+  }
+  const scale = col.s || 1;
+  if (col.e === "delta") {
+    let v = col.first;
+    for (let i = 0; i < n; i++) {
+      if (i) v += raw[i] + col.base;
+      out[i] = scale === 1 ? v : v / scale;
+    }
+    return out;
+  }
+  for (let i = 0; i < n; i++) {
+    out[i] = raw[i] === col.null ? null : scale === 1 ? raw[i] + col.base : (raw[i] + col.base) / scale;
+  }
+  return out;
+}
+
+const ABSENT = Symbol("absent");
+
+export function decodeBinary(buffer) {
+  const size = new DataView(buffer).getUint32(0, true);
+  const frame = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, 4, size)));
+  const bodyAt = 4 + size;
+  const data = frame.data || {};
+  for (const [key, value] of Object.entries(data)) {
+    if (!value || typeof value !== "object" || !("$rows" in value || "$byid" in value)) continue;
+    const spec = frame.tables[value.$rows ?? value.$byid];
+    const cols = spec.cols.map((col) => [col.k, decodeColumn(col, spec.n, buffer, bodyAt)]);
+    const items = new Array(spec.n);
+    for (let i = 0; i < spec.n; i++) {
+      const item = {};
+      for (const [k, values] of cols) if (values[i] !== ABSENT) item[k] = values[i];
+      items[i] = item;
+    }
+    if ("$rows" in value) data[key] = items;
+    else {
+      const byId = {};
+      for (const item of items) {
+        const id = item.id;
+        delete item.id;
+        byId[String(id)] = item;
+      }
+      data[key] = byId;
+    }
+  }
+  delete frame.tables;
+  return frame;
+}
+
 const GENERIC = {
   snapshot: (data) => data,
   delta: (state, data) => Object.assign(state, data),
@@ -228,17 +293,20 @@ class LiveSocket {
       return;
     }
     this.ws = ws;
+    ws.binaryType = "arraybuffer";
     ws.addEventListener("open", () => {
-      this.attempt = 0;
+      // Not "live" yet, and the backoff stays: a server that accepts and then closes (1011, a frame too big) is
+      // retried ever more slowly. Both change with the first snapshot (_handle).
       this.lastSeq = null;
       this.awaiting.clear();
-      this._setState("open", "");
+      this._setState(this.attempt ? "reconnecting" : "connecting", "open, waiting for the first snapshot");
     });
     ws.addEventListener("message", (event) => {
       let message;
       try {
-        message = JSON.parse(event.data);
-      } catch {
+        message = typeof event.data === "string" ? JSON.parse(event.data) : decodeBinary(event.data);
+      } catch (error) {
+        console.error("live: a frame that does not decode", error);
         return;
       }
       this._handle(message);
@@ -274,6 +342,10 @@ class LiveSocket {
     this.messages += 1;
     const reducer = TOPICS[topic] || GENERIC;
     if (type === "snapshot") {
+      if (this.state !== "open") {
+        this.attempt = 0; // a snapshot arrived: the connection works, the next failure starts the backoff afresh
+        this._setState("open", "");
+      }
       const state = reducer.snapshot(data || {});
       this.stores.set(topic, state);
       this.topicSeq.set(topic, seq);

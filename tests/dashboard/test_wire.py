@@ -1,0 +1,84 @@
+"""The compact wire form of the fabric and GPU topics (dashboard.broadcast.wire / decode; issue 16), worked by hand."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+from dashboard import broadcast
+
+SWITCHES = [
+    {"id": 10, "name": "leaf-1", "tier": 0, "hottest": 0.5},
+    {"id": 11, "name": "spine-1", "tier": 1, "hottest": 0.25},
+]
+LINKS = [
+    {"id": 100, "a": ["switch", 10], "b": ["switch", 11], "util": 0.5, "errors": False},
+    {"id": 101, "a": ["switch", 10], "b": ["node", 7], "util": 0.25, "errors": True},
+    {"id": 103, "a": ["switch", 11], "b": ["node", 7], "util": None, "errors": False},
+]
+FRAME = {
+    "type": "snapshot",
+    "topic": "fabric",
+    "seq": 4,
+    "data": {"switches": SWITCHES, "links": LINKS, "aggregated": False},
+}
+
+
+def split(message: bytes) -> tuple[dict, bytes]:
+    (size,) = struct.unpack_from("<I", message, 0)
+    return json.loads(message[4 : 4 + size]), message[4 + size :]
+
+
+def test_two_switches_three_links_as_columns() -> None:
+    message = broadcast.wire(FRAME)
+    assert isinstance(message, bytes)
+    header, body = split(message)
+    assert (4 + len(json.dumps(header).encode()) > 0) and (len(message) - len(body)) % 4 == 0
+    assert header["data"] == {"switches": {"$rows": 0}, "links": {"$rows": 1}, "aggregated": False}
+    assert header["tables"] == [
+        {"n": 2, "cols": [
+            {"k": "id", "t": "u8", "e": "int", "base": 10, "o": 0},  # 10, 11: a byte each from 10
+            {"k": "name", "t": "u8", "e": "table", "v": ["leaf-1", "spine-1"], "o": 4},
+            {"k": "tier", "t": "u8", "e": "int", "base": 0, "o": 8},
+            {"k": "hottest", "t": "u8", "e": "int", "base": 25, "s": 100, "o": 12},  # 50, 25 hundredths
+        ]},
+        {"n": 3, "cols": [
+            {"k": "id", "t": "u8", "e": "int", "base": 100, "o": 16},
+            {"k": "a", "t": "u8", "e": "table", "v": [["switch", 10], ["switch", 11]], "o": 20},
+            {"k": "b", "t": "u8", "e": "table", "v": [["switch", 11], ["node", 7]], "o": 24},
+            {"k": "util", "t": "u8", "e": "int", "base": 25, "null": 26, "s": 100, "o": 28},
+            {"k": "errors", "t": "u8", "e": "table", "v": [False, True], "o": 32},
+        ]},
+    ]  # fmt: skip
+    assert body == bytes([
+        0, 1, 0, 0,  0, 1, 0, 0,  0, 1, 0, 0,  25, 0, 0, 0,  # switches: id, name, tier, hottest (each padded to 4)
+        0, 1, 3, 0,  0, 0, 1, 0,  0, 1, 1, 0,  25, 0, 26, 0,  0, 1, 0, 0,  # links: id, a, b, util (null 26), errors
+    ])  # fmt: skip
+    assert broadcast.decode(message) == FRAME
+
+
+def test_ascending_ids_go_as_steps_and_a_delta_names_only_what_changed() -> None:
+    gpus = [{"id": 1000 + 3 * i, "util": 12.5 if i % 2 else None} for i in range(300)]
+    frame = {"type": "snapshot", "topic": "gpus", "seq": 1, "data": {"gpus": gpus, "metrics": {"util": "%"}}}
+    header, _ = split(broadcast.wire(frame))
+    ids = header["tables"][0]["cols"][0]
+    assert ids == {"k": "id", "t": "u8", "e": "delta", "first": 1000, "base": 3, "o": 0}  # steps of 3: raw 0 each
+    assert header["tables"][0]["cols"][1]["s"] == 10 and header["data"]["metrics"] == {"util": "%"}
+    assert broadcast.decode(broadcast.wire(frame)) == frame
+    links = {"100": {"util": 0.5}, "7": {"state": "down", "util": 0.0}}
+    delta = {"type": "delta", "topic": "fabric", "seq": 2, "data": {"links": links}}
+    header, _ = split(broadcast.wire(delta))
+    assert header["data"] == {"links": {"$byid": 0}}
+    assert header["tables"][0]["cols"][1] == {"k": "util", "t": "u8", "e": "int", "base": 0, "s": 10, "o": 4}  # 5, 0
+    state = {"k": "state", "t": "u8", "e": "table", "v": [None, "down"], "absent": 0, "o": 8}  # 100 has no state
+    assert header["tables"][0]["cols"][2] == state
+    assert broadcast.decode(broadcast.wire(delta)) == delta
+
+
+def test_other_topics_and_floats_stay_exact() -> None:
+    assert broadcast.wire({"type": "snapshot", "topic": "queue", "seq": 0, "data": {"pending": []}}) == (
+        '{"type":"snapshot","topic":"queue","seq":0,"data":{"pending":[]}}'
+    )
+    nodes = [{"id": 1, "x": 0.123456, "hosts": ["a", "b"]}, {"id": 2, "x": 7.5, "hosts": []}]
+    frame = {"type": "snapshot", "topic": "fabric", "seq": 0, "data": {"nodes": nodes}}
+    assert broadcast.decode(broadcast.wire(frame)) == frame
