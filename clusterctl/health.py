@@ -21,6 +21,10 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
 from clusterctl.beat import heartbeat
+from clusterctl.celery import app
+from fabric import actions
+from fabric.models import Cluster
+from fabric.telemetry import liveness
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +45,6 @@ def _check_database() -> str | None:
 
 
 def _check_broker() -> str | None:
-    from clusterctl.celery import app
-
     try:
         with app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)
@@ -70,10 +72,6 @@ def _beat(now: float) -> tuple[float | None, str | None]:
 
 def _alert_beat(now: float, age: float | None) -> None:
     """Raise or clear every cluster's beat_stalled alert (at most once per ALERT_CHECK_S, whoever asks)."""
-    from fabric import actions
-    from fabric.models import Cluster
-    from fabric.telemetry import liveness
-
     if not cache.add(ALERT_CHECK_KEY, 1, timeout=ALERT_CHECK_S):
         return
     findings = liveness.beat_findings(age, limit_s=settings.BEAT_STALE_S)

@@ -36,9 +36,12 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.utils import floatToGoString
 
 from clusterctl import outages
+from clusterctl.beat import heartbeat_age
+from fabric import ingest, latest
 from fabric.choices import GpuHealth, NodeState
 from fabric.models import GPU, Alert, Cluster, Node
 from scheduler.choices import FINAL_STATUSES, JobStatus
+from scheduler.models import Allocation, Job
 
 log = logging.getLogger(__name__)
 
@@ -184,10 +187,6 @@ def _histogram(values) -> tuple[list[tuple[str, float]], float]:
 
 def cluster_families(now: float | None = None) -> list:
     """Every clusterctl_* family with its samples: five queries, then the cache."""
-    from clusterctl.beat import heartbeat_age
-    from fabric import ingest, latest
-    from scheduler.models import Allocation, Job
-
     now = time.time() if now is None else now
     families = _families()
     clusters = dict(Cluster.objects.values_list("pk", "name"))

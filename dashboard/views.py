@@ -20,7 +20,7 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.views import redirect_to_login
 from django.db.models import Count, Q
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -29,7 +29,7 @@ from django.views.decorators.csrf import csrf_exempt, csrf_protect
 from django.views.decorators.http import require_GET, require_POST
 
 from clusterctl.legend import legends
-from dashboard import selectors
+from dashboard import selectors, whatif
 from fabric import actions as fabric_actions
 from fabric.adapters import fabric_for_cluster
 from fabric.choices import OKABE_ITO, AlertSeverity
@@ -41,6 +41,7 @@ from scheduler.api.access import tenant_of
 from scheduler.choices import ACTIVE_STATUSES, FINAL_STATUSES, JobStatus, StartEstimate
 from scheduler.models import Allocation, Job, JobEvent, Quota
 from scheduler.selectors import QueueEntry, queue_entries, tenant_usage
+from scheduler.sim_tasks import get_run
 
 if TYPE_CHECKING:  # the what-if module loads the replay: imported by its views only
     from dashboard.whatif import CappedUploadHandler
@@ -592,7 +593,6 @@ def whatif_page(request: HttpRequest) -> HttpResponse:
     """The form; a valid one starts a run (one at a time per user, WHATIF_MAX_CONCURRENT on the site) and goes to its
     page. The upload is capped as it streams (whatif.CappedUploadHandler): the handler must be set before anything
     reads the body, CSRF's check included."""
-    from dashboard import whatif
 
     if request.method not in ("GET", "HEAD", "POST"):
         return HttpResponse(status=405, headers={"Allow": "GET, HEAD, POST"})
@@ -605,8 +605,6 @@ def whatif_page(request: HttpRequest) -> HttpResponse:
 
 @csrf_protect
 def _whatif_form(request: HttpRequest, handler: CappedUploadHandler | None) -> HttpResponse:
-    from dashboard import whatif
-
     refused = ""
     if handler is not None:
         request.POST  # noqa: B018  (the body is parsed here, through the handler, which says if it refused)
@@ -626,7 +624,6 @@ def _whatif_form(request: HttpRequest, handler: CappedUploadHandler | None) -> H
 def _start_run(request: HttpRequest, form, status: int) -> tuple[str | None, str | None, int]:
     """(run id, None, status) once queued; else (None, the user's run in progress or None, status) with the
     reason on the form: one run per user, and 429 when the site's what-if slots are all taken."""
-    from dashboard import whatif
 
     try:
         return whatif.start_run(request.user, form), None, status
@@ -640,8 +637,6 @@ def _start_run(request: HttpRequest, form, status: int) -> tuple[str | None, str
 
 def _whatif_render(request: HttpRequest, form, suite, *, busy=None, suite_busy=None, status: int = 200) -> HttpResponse:
     """The what-if page: the replay's form and the policy suite's, either of them with its errors."""
-    from dashboard import whatif
-
     context = {
         "page": "whatif",
         "form": form,
@@ -664,7 +659,6 @@ def _whatif_render(request: HttpRequest, form, suite, *, busy=None, suite_busy=N
 def whatif_suite(request: HttpRequest) -> HttpResponse:
     """The policy suite (`manage.py replay --suite`) as a run: the same task, queue, site-wide cap and one run at a
     time per user as a replay, then the run's page (its progress, then the suite's table)."""
-    from dashboard import whatif
 
     suite = whatif.SuiteForm(request.POST)
     busy, status = None, 400
@@ -676,10 +670,6 @@ def whatif_suite(request: HttpRequest) -> HttpResponse:
 
 
 def _whatif_record(run_id: str) -> dict:
-    from django.http import Http404
-
-    from scheduler.sim_tasks import get_run
-
     record = get_run(run_id)
     if record is None:
         raise Http404("No such what-if run (runs are kept for a day).")
@@ -690,8 +680,6 @@ def _whatif_record(run_id: str) -> dict:
 @require_GET
 def whatif_run(request: HttpRequest, run_id: str) -> HttpResponse:
     """A run: its progress while it runs (whatif.js polls whatif_status), then its results and charts."""
-    from dashboard import whatif
-
     record = _whatif_record(run_id)
     status = whatif.status_of(record)
     doc = record.get("result") if status["status"] == "done" else None
@@ -721,8 +709,6 @@ def whatif_run(request: HttpRequest, run_id: str) -> HttpResponse:
 @require_GET
 def whatif_status(request: HttpRequest, run_id: str) -> JsonResponse:
     """Small, polled every second: status, progress, error (no result)."""
-    from dashboard import whatif
-
     return JsonResponse(whatif.status_of(_whatif_record(run_id)))
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -36,6 +37,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.db import DatabaseError, transaction
 
+from clusterctl.beat import heartbeat_age
 from clusterctl.bulk import copy_rows
 from clusterctl.locks import TaskLock
 from fabric import actions, events, inbox, latest
@@ -143,7 +145,6 @@ def ingest_samples(
 ) -> IngestResult:
     """Store a batch of samples (typically one poll of a cluster). Idempotent: re-ingesting a batch changes
     nothing, and a sample older than its node's stored one is ignored."""
-    import time
 
     clock = time.perf_counter
     t0 = clock()
@@ -498,7 +499,6 @@ def ingest_progress(cluster_id: int, now: float) -> liveness.Progress:
     """How far ingest got. The inbox is read before the lock: a batch that drained it before the read holds the
     lock at the second read, and anything pushed after the read arrived after `now`. With nothing waiting and no
     batch running, ingest has caught up with everything that arrived: the answers still missing never came."""
-    from clusterctl.beat import heartbeat_age
 
     backlog = inbox.waiting(cluster_id)
     running = ingest_lock(cluster_id).locked()

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from fabric.choices import GpuHealth, LinkState, NodeState
 from fabric.collectors.samples import FABRIC_SOURCE
+from fabric.latest import latest_utilisation
 from fabric.models import GPU, Cluster, ImportRecord, Link, Node, Port, Switch
 from fabric.models.telemetry import (
     GpuMetric,
@@ -20,6 +21,7 @@ from fabric.models.telemetry import (
     bucket_start,
     retention,
 )
+from fabric.telemetry.imbalance import hottest
 from fabric.topology.rates import LinkRate
 
 
@@ -193,9 +195,6 @@ def link_labels(link_ids: list[int]) -> dict[int, str]:
 
 def hottest_links(cluster_id: int, n: int = 10) -> list[dict]:
     """The cluster's busiest links right now (raw utilisation from telemetry's latest state), with labels."""
-    from fabric.latest import latest_utilisation  # fabric.latest imports fabric.models only: no cycle, kept as it was
-    from fabric.telemetry.imbalance import hottest
-
     hosts = list(Node.objects.filter(cluster_id=cluster_id).values_list("hostname", flat=True))
     raw, _ = latest_utilisation(cluster_id, hosts, smoothed=False)
     top = hottest({int(k): v for k, v in raw.items()}, n)

@@ -9,9 +9,12 @@ from typing import NamedTuple
 from django.db.models import Count, Q, QuerySet, Sum
 
 from fabric.choices import GpuHealth, NodeState
-from fabric.models import GPU, Node
+from fabric.latest import node_loads
+from fabric.models import GPU, Node, Port
+from fabric.selectors import link_labels
+from fabric.telemetry.imbalance import hottest, spread
 from scheduler.choices import ACTIVE_STATUSES, JobStatus, StartEstimate
-from scheduler.models import Allocation, Job, Pool, PoolNode, PriorityClass, Tenant
+from scheduler.models import Allocation, ClusterScheduler, Job, Pool, PoolNode, PriorityClass, Tenant
 
 
 def pool_nodes(pool: Pool) -> QuerySet[Node]:
@@ -85,8 +88,6 @@ class QueueEntry(NamedTuple):
 
 def queue_entries(cluster_ids: list[int]) -> dict[int, QueueEntry]:
     """job id -> its QueueEntry, from the last round of each cluster (one query)."""
-    from scheduler.models import ClusterScheduler
-
     info: dict[int, QueueEntry] = {}
     for queue in ClusterScheduler.objects.filter(cluster_id__in=cluster_ids).values_list("queue", flat=True):
         texts = queue.get("texts", [])
@@ -180,10 +181,6 @@ def pool_load(pools: list[Pool], hottest_n: int = 5) -> dict[int, dict]:
 
     Three queries whatever the number of pools (membership, GPUs, host ports) plus one cache read per cluster.
     """
-    from fabric.latest import node_loads
-    from fabric.models import Port
-    from fabric.selectors import link_labels
-    from fabric.telemetry.imbalance import hottest, spread
 
     clusters = {p.cluster_id for p in pools}
     member_of = dict(PoolNode.objects.filter(pool__cluster_id__in=clusters).values_list("node_id", "pool_id"))

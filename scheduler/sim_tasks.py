@@ -24,7 +24,22 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.core.cache import cache
 
+from fabric.models import Cluster
+from scheduler.adapters import build_snapshot
 from scheduler.sim.cluster import SimCluster
+from scheduler.sim.fractional import POLICIES as FRACTIONAL_POLICIES
+from scheduler.sim.policies import POLICY_NAMES
+from scheduler.sim.run import (
+    FRACTIONAL_KIND,
+    jct_charts,
+    parse_trace,
+    resolve_cluster,
+    run_fractional_file,
+    run_jct,
+    with_deadline,
+)
+from scheduler.sim.suite import find_in, run_suite, select_cases
+from scheduler.sim.traces import load_trace
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +53,6 @@ SUITE_KIND = "suite"  # a run's params["kind"] for the policy suite (every other
 
 def inventory_cluster(name: str) -> SimCluster | None:
     """The cluster of the database named `name` (its inventory through the production adapter), or None."""
-    from fabric.models import Cluster
-    from scheduler.adapters import build_snapshot
-
     row = Cluster.objects.filter(name=name).first()
     if row is None:
         return None
@@ -177,17 +189,6 @@ def whatif_replay(run_id: str) -> str:
 
 
 def _replay(record: dict[str, Any]) -> dict[str, Any]:
-    from scheduler.sim.run import (
-        FRACTIONAL_KIND,
-        jct_charts,
-        parse_trace,
-        resolve_cluster,
-        run_fractional_file,
-        run_jct,
-        with_deadline,
-    )
-    from scheduler.sim.traces import load_trace
-
     p = record["params"]
     if p["kind"] == SUITE_KIND:
         return _suite(record)
@@ -253,9 +254,6 @@ class _Progress:
 def suite_steps(cases, dirs: list[str]) -> list[tuple[str, str]]:
     """(case key, policy) in the order `run_suite` replays them: every JCT policy of a JCT case, every fractional
     policy of the Alibaba case, nothing for a case whose trace file is not in `dirs` (it is reported skipped)."""
-    from scheduler.sim.fractional import POLICIES as FRACTIONAL_POLICIES
-    from scheduler.sim.policies import POLICY_NAMES
-    from scheduler.sim.suite import find_in
 
     steps: list[tuple[str, str]] = []
     for case in cases:
@@ -268,9 +266,6 @@ def suite_steps(cases, dirs: list[str]) -> list[tuple[str, str]]:
 
 def _suite(record: dict[str, Any]) -> dict[str, Any]:
     """The document `manage.py replay --suite --suite-cases ... --json` prints for the same trace folders."""
-    from scheduler.sim.run import with_deadline
-    from scheduler.sim.suite import find_in, run_suite, select_cases
-
     p = record["params"]
     dirs = list(p["trace_dirs"])
     cases = select_cases(",".join(p["suite_cases"]))

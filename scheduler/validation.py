@@ -7,7 +7,9 @@ from typing import Any
 
 from django.db.models import Min
 
+from scheduler.adapters import fabric_and_topology
 from scheduler.choices import SharingMode, TopologyRequirement, Workload
+from scheduler.core.mig import validate_profile
 from scheduler.models import Pool, PriorityClass, Tenant
 from scheduler.selectors import pool_capacity, pool_gpus, priority_class_names, priority_limit
 
@@ -181,8 +183,6 @@ def _check_require(pool: Pool, require: str, gpus: int, nodes: int | None, capac
 
 def _largest_domain(pool: Pool, require: str, model: str) -> int:
     """GPUs (of `model` when given) of the pool's compute nodes under its fullest leaf, or pod, of the fabric."""
-    from scheduler.adapters import fabric_and_topology
-
     gpus = pool_gpus(pool)
     per_host = Counter(gpus.filter(model=model).values_list("node__hostname", flat=True) if model else
                        gpus.values_list("node__hostname", flat=True))  # fmt: skip
@@ -198,8 +198,6 @@ def _largest_domain(pool: Pool, require: str, model: str) -> int:
 
 
 def _check_mig(profile: str, models: dict[str, dict]) -> dict[str, str]:
-    from scheduler.core.mig import validate_profile
-
     if not profile:
         return {"mig_profile": "a MIG job names a profile, e.g. 1g.10gb"}
     problems = [validate_profile(name, m["memory_mib"], profile) for name, m in models.items()]

@@ -8,7 +8,7 @@ import re
 
 from django.conf import settings
 from django.db import IntegrityError
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Count, Prefetch, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -19,6 +19,7 @@ from clusterctl.openapi import error_response, field_errors_response
 from clusterctl.pagination import query_int
 from fabric.models import Node
 from scheduler import actions
+from scheduler.actions.launches import read_log
 from scheduler.actions.locking import is_transient
 from scheduler.api.access import IsOperator, IsOperatorOrTenant, tenant_of
 from scheduler.api.filtersets import JobFilterSet, QuotaFilterSet
@@ -230,7 +231,6 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
     def log(self, request, pk=None):
         """The tail of the job's log on each node of its latest launch (asked from the node agents, a few
         seconds at most; a node that does not answer in time says so)."""
-        from scheduler.actions.launches import read_log
 
         job = self.get_object()  # 404 for another tenant's job: it is not in the queryset
         lines = query_int(request, "lines", 1, MAX_LOG_LINES, DEFAULT_LOG_LINES)
@@ -274,8 +274,6 @@ class QuotaViewSet(viewsets.ReadOnlyModelViewSet):
         return quotas.filter(tenant=tenant_of(self.request.user))
 
     def get_serializer_context(self) -> dict:
-        from django.db.models import Count
-
         context = super().get_serializer_context()
         rows = (
             Allocation.objects.filter(active=True, job__tenant__in=self.get_queryset().values("tenant"))

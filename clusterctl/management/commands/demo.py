@@ -23,12 +23,19 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
-from django.db import connection
+from django.db import connection, connections
+from django.utils import timezone
 
-from fabric import actions
+from clusterctl import tokens as api_tokens
+from clusterctl.embedded import EmbeddedCelery
+from fabric import actions, twin_adapter
+from fabric.collectors.twin_model import FLAP
 from fabric.importers import read_text
 from fabric.importing import import_text
-from fabric.models import Cluster
+from fabric.models import Alert, Cluster, Node
+from scheduler import actions as sched
+from scheduler.models import Job, Pool, PriorityClass, Tenant
+from scheduler.rounds import run_round
 
 REAL_FABRIC = Path(settings.BASE_DIR) / "tests" / "fixtures" / "ibnetdiscover_sx6036_8switch.topo"
 REAL_TOPO = Path(settings.BASE_DIR) / "tests" / "fixtures" / "nvidia_smi_topo_m_dgx_a100.txt"
@@ -83,8 +90,6 @@ class Command(BaseCommand):
         self._serve_live(o)
 
     def _serve_live(self, o) -> None:
-        from clusterctl.embedded import EmbeddedCelery
-
         if "TWIN_FAULT_RATE" not in os.environ:
             settings.TWIN_FAULT_RATE = o["fault_rate"]
         hold_down = float(os.environ.get("TELEMETRY_HOLD_DOWN_S", o["hold_down"]))
@@ -109,9 +114,6 @@ class Command(BaseCommand):
 
     def _first_fault(self, rate: float, in_s: float = 20.0, duration: float = 40.0) -> None:
         """Random faults come about every 3600 / rate seconds; the first comes on cue, so the demo shows one."""
-        from fabric import twin_adapter
-        from fabric.collectors.twin_model import FLAP
-
         if rate <= 0 or "TWIN_FAULT_RATE" in os.environ:
             return
         try:
@@ -125,11 +127,6 @@ class Command(BaseCommand):
 
     def _status(self, runner, stop: threading.Event, every: float = 30.0) -> None:
         """One line every `every` seconds: what the worker did, and the alerts the twin's faults raised."""
-        from django.db import connections
-        from django.utils import timezone
-
-        from fabric.models import Alert
-
         since = timezone.now()
         while not stop.wait(every):
             try:
@@ -176,11 +173,6 @@ class Command(BaseCommand):
 
         Each start issues the demo tenants fresh tokens (only digests are stored, so an old one cannot be printed
         again) and revokes the ones of the previous start."""
-        from clusterctl import tokens as api_tokens
-        from fabric.models import Node
-        from scheduler import actions as sched
-        from scheduler.models import Job, Pool, PriorityClass
-        from scheduler.rounds import run_round
 
         cluster = Cluster.objects.get(name="demo")
         default = sched.ensure_scheduler(cluster)
@@ -210,10 +202,6 @@ class Command(BaseCommand):
         return tokens
 
     def _demo_jobs(self, cluster, pools, normal) -> None:
-        from fabric.models import Node
-        from scheduler import actions as sched
-        from scheduler.models import PriorityClass, Tenant
-
         acme, globex = Tenant.objects.get(name="acme"), Tenant.objects.get(name="globex")
         default = next(p for p in pools.values() if p.is_default)
         # Data-intensive jobs read their dataset from a storage server: traffic that crosses the spines.
