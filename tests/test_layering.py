@@ -60,3 +60,54 @@ def test_actions_never_import_tasks():
             if "tasks" in module.split(".")[1:2] or module.split(".")[-1] == "tasks":
                 found.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
     assert found == []
+
+
+# Model writes through a manager (create, update, delete...) are the actions' business; these callers run, read and
+# hand over, but write nothing themselves. The auth user (get_user_model()) is Django's, not the domain's.
+WRITES = {"create", "bulk_create", "bulk_update", "update", "delete", "get_or_create", "update_or_create"}
+CALLERS = (
+    "*/management/commands/*.py",
+    "*/tasks.py",
+    "scheduler/sim_tasks.py",
+    "scheduler/rounds.py",
+    "dashboard/*.py",
+    "*/api/*.py",
+)
+
+
+def manager_writes(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in WRITES:
+            receiver = ast.unparse(node.func.value)
+            if ".objects" in receiver and not receiver.startswith("get_user_model()"):
+                found.append(f"{path.name}:{node.lineno} {receiver}.{node.func.attr}")
+    return found
+
+
+def test_commands_tasks_rounds_and_views_write_only_through_actions():
+    found = []
+    for pattern in CALLERS:
+        for path in sorted(ROOT.glob(pattern)):
+            found.extend(f"{path.relative_to(ROOT).parent}/{w}" for w in manager_writes(path))
+    assert found == []
+
+
+def test_the_write_check_sees_a_manager_write(tmp_path):
+    bad = tmp_path / "rounds.py"
+    bad.write_text("def f(pk):\n    Job.objects.filter(pk=pk).update(status='x')\n    User.objects.create()\n")
+    assert manager_writes(bad) == ["rounds.py:2 Job.objects.filter(pk=pk).update", "rounds.py:3 User.objects.create"]
+
+
+def test_only_ingest_writes_the_latest_state_cache():
+    # fabric/latest.py: ingest writes it (store), the pages, the rounds and the metrics read it.
+    found = []
+    for app in ("fabric", "scheduler", "dashboard", "clusterctl"):
+        for path in sorted((ROOT / app).rglob("*.py")):
+            if path.name == "latest.py" or "migrations" in path.parts:
+                continue
+            text = path.read_text(encoding="utf-8")
+            if "latest.store(" in text or ("import store" in text and "fabric.latest" in text):
+                found.append(str(path.relative_to(ROOT)))
+    assert found == ["fabric/ingest.py"]
