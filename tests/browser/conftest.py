@@ -59,12 +59,10 @@ def browser():
 
 
 class LiveServer:
-    """A daphne process serving the ASGI app (pages, static files, sockets) on this test run's database.
-    `ws_max_bytes`: daphne's WebSocket message limit, 1 MiB unless raised (the fabric snapshot of 2,000 servers is about
-    2 MB, over it: issue 16's to shrink; the tests of the drawing at that size raise it)."""
+    """A daphne process serving the ASGI app (pages, static files, sockets) on this test run's database, with
+    daphne's default limits: a WebSocket message of at most 1 MiB, which every frame of the pages stays well under."""
 
-    def __init__(self, ws_max_bytes: int | None = None) -> None:
-        self.ws_max_bytes = ws_max_bytes
+    def __init__(self) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = open(Path(os.environ.get("TMPDIR", "/tmp")) / f"daphne-{self.port}.log", "w+")
@@ -73,12 +71,8 @@ class LiveServer:
     def start(self) -> None:
         env = child_env(CELERY_TASK_ALWAYS_EAGER="1", ALLOWED_HOSTS="127.0.0.1,localhost", DEBUG="0")
         env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        limits = []
-        if self.ws_max_bytes:
-            limits = ["--websocket-max-message-size", str(self.ws_max_bytes),
-                      "--websocket-max-frame-size", str(self.ws_max_bytes)]  # fmt: skip
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), *limits,
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
              "clusterctl.asgi:application"],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )  # fmt: skip
@@ -104,9 +98,8 @@ class LiveServer:
 
 
 @pytest.fixture
-def live_server_asgi(request, transactional_db):
-    # A test module that draws more than daphne's default message limit allows names its own (WS_MAX_BYTES).
-    server = LiveServer(ws_max_bytes=getattr(request.module, "WS_MAX_BYTES", None))
+def live_server_asgi(transactional_db):
+    server = LiveServer()
     server.start()
     try:
         yield server
