@@ -21,6 +21,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from dashboard import broadcast
+from dashboard.selectors import cluster_exists
+from scheduler.api.access import tenant_of
 
 log = logging.getLogger(__name__)
 
@@ -127,8 +129,6 @@ class FabricConsumer(LiveConsumer):
     topics = broadcast.FABRIC_TOPICS
 
     def authorise(self, user) -> int | None:
-        from dashboard.selectors import cluster_exists
-
         if not user.is_staff:
             return CLOSE_FORBIDDEN
         if not cluster_exists(self.cluster_id):
@@ -143,9 +143,6 @@ class QueueConsumer(LiveConsumer):
     topics = broadcast.QUEUE_TOPICS
 
     def authorise(self, user) -> int | None:
-        from dashboard.selectors import cluster_exists
-        from scheduler.api.access import tenant_of
-
         tenant = None if user.is_staff else tenant_of(user)
         if not user.is_staff and tenant is None:
             return CLOSE_FORBIDDEN

@@ -1,4 +1,5 @@
 import django_filters as filters
+from django.db.models import Q
 
 from clusterctl.filters import ChoiceFilter, NumberFilter, StrictFilterSet
 from fabric.choices import GpuHealth, LinkState, NodeRole, NodeState, SwitchRole
@@ -21,8 +22,6 @@ class SwitchFilterSet(StrictFilterSet):
         fields = ["cluster", "role", "model", "rack", "guid"]
 
     def search(self, queryset, name, value):
-        from django.db.models import Q
-
         return queryset.filter(Q(name__icontains=value) | Q(guid__icontains=value) | Q(description__icontains=value))
 
 

@@ -29,6 +29,7 @@ from scheduler.actions.launches import migrate as migrate_launches
 from scheduler.actions.launches import preempt as preempt_launches
 from scheduler.actions.locking import jobs_for_update, lock_jobs, lock_ledgers
 from scheduler.choices import ACTIVE_STATUSES, JobStatus, ShareKind
+from scheduler.core.mig import profiles_for
 from scheduler.models import (
     Allocation,
     ClusterScheduler,
@@ -44,8 +45,6 @@ log = logging.getLogger(__name__)
 
 def _shares(placement, index) -> list[ShareSpec]:
     """The engine's shares with what the ledger needs (memory held, MIG memory slots)."""
-    from scheduler.core.mig import profiles_for
-
     specs = []
     for s in placement.shares:
         memory = index.gpu_memory[s.gpu_id]

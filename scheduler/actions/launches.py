@@ -31,18 +31,23 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from celery.exceptions import TimeoutError as CeleryTimeout
 from django.conf import settings
+from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from clusterctl import outages
+from fabric.models import NodeTopology
 from scheduler import enqueue
 from scheduler.actions.allocations import ShareSpec, allocate, release_allocations
 from scheduler.actions.jobs import SCHEDULER, finish_job, move_job, record_event, request_round_on_commit, requeue_job
 from scheduler.actions.locking import atomic_retry, lock_job, lock_jobs
 from scheduler.choices import ACTIVE_STATUSES, OPEN_LAUNCH_STATES, STARTED_LAUNCH_STATES, JobStatus, LaunchState
+from scheduler.launch.agent import FoundJob
 from scheduler.launch.env import free_master_port, master_hostname, parse_port_range
+from scheduler.launch.reconcile import plan_reconcile
 from scheduler.models import Allocation, Job, Launch
 
 log = logging.getLogger(__name__)
@@ -139,8 +144,6 @@ def _share(a: Allocation) -> dict[str, Any]:
 @atomic_retry
 def launch_job(job_id: int) -> list[Launch]:
     """Write the launches of the job's current generation and send each node its prepare (idempotent)."""
-    from fabric.models import NodeTopology
-
     job = lock_job(job_id)
     if job is None or job.status != JobStatus.ADMITTED:
         return []
@@ -493,9 +496,6 @@ def record_stopped(result: Mapping[str, Any]) -> None:
 @atomic_retry
 def agent_hello(host: str, found: Sequence[Mapping[str, Any]]) -> dict[str, int]:
     """A (re)started agent reports what its run directory holds; keep, kill, report, forget, or mark lost."""
-    from scheduler.launch.agent import FoundJob
-    from scheduler.launch.reconcile import plan_reconcile
-
     items = [FoundJob.from_dict(f) for f in found]
     # Every job the steps below may change, locked at once in id order: each step then locks its job again (held
     # already) and its launches and ledgers after it, so no job lock ever follows a ledger lock (scheduler.actions).
@@ -589,7 +589,6 @@ def _resend(now) -> int:
     the ack timeout's rollback, and a cancelled job would run on until its stop is given up. Once per launch and
     state, marked in the cache for as long as that state may wait. Node tasks are idempotent and answers name their
     generation, so a message that was only slow costs a duplicate answer that changes nothing. Returns how many."""
-    from django.core.cache import cache
 
     ack_limit = settings.LAUNCH_ACK_TIMEOUT_S
     quiet = Launch.objects.filter(
@@ -692,7 +691,6 @@ def read_log(job: Job, lines: int) -> dict[str, Any]:
     if latest is None:
         body["detail"] = "not launched yet: no node has a log of it"
         return body
-    from celery.exceptions import TimeoutError as CeleryTimeout
 
     node_tail = enqueue.task("node_tail")
     timeout = settings.LAUNCH_LOG_TIMEOUT_S

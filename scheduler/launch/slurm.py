@@ -29,6 +29,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from scheduler.launch.env import HcaAffinity, job_environment
+
 from .env import LaunchEnvError, check_job_env
 
 # A Slurm node, partition or account name: no hostlist characters ([ ] ,), no '=', no whitespace, no leading '-'.
@@ -404,8 +406,6 @@ def spec_from_allocation(
     output: str = "",
 ) -> SlurmJobSpec:
     """The spec of a placed job from the allocation every node agent would get (the same environment per node)."""
-    from .env import HcaAffinity, job_environment
-
     envs = {}
     for node in job.nodes:
         aff = (affinity or {}).get(node.hostname)

@@ -23,9 +23,11 @@ from scheduler.sim import replay
 from scheduler.sim.cluster import SimCluster, build_cluster, load_tiresias_cluster_spec, looks_like_spec
 from scheduler.sim.cluster import parse_cluster_spec as _parse_spec
 from scheduler.sim.engine_policy import DEFAULT_ROUND_S
+from scheduler.sim.fractional import POLICIES, run_fractional
 from scheduler.sim.metrics import ReplayResult
 from scheduler.sim.report import as_json
 from scheduler.sim.traces import Trace
+from scheduler.sim.traces.alibaba import load_openb
 from scheduler.sim.traces.gavel import parse_gavel
 from scheduler.sim.traces.pollux import parse_pollux
 from scheduler.sim.traces.slurm import parse_slurm
@@ -182,9 +184,6 @@ def run_fractional_file(
     path: str | Path, policies: str | None = None, *, limit: int | None = None, progress: Progress | None = None
 ) -> dict[str, Any]:
     """The Alibaba OpenB replay of a pod list (its node list beside it): the dict `replay --json` prints."""
-    from scheduler.sim.fractional import POLICIES, run_fractional
-    from scheduler.sim.traces.alibaba import load_openb
-
     pods, nodes = load_openb(path)
     if limit:
         pods = pods[:limit]

@@ -42,10 +42,12 @@ from typing import Any
 from scheduler.sim import replay
 from scheduler.sim.cluster import build_cluster, parse_cluster_spec
 from scheduler.sim.engine_policy import DEFAULT_ROUND_S
+from scheduler.sim.fractional import POLICIES, run_fractional
 from scheduler.sim.metrics import ReplayResult
 from scheduler.sim.policies import POLICY_NAMES
 from scheduler.sim.report import leaf_count
 from scheduler.sim.traces import Trace, load_trace
+from scheduler.sim.traces.alibaba import load_openb
 from scheduler.sim.traces.slurm import churn_table, parse_slurm
 
 BOUND = "bound"
@@ -280,9 +282,6 @@ def _run_jct(
 
 
 def _run_alibaba(case: Case, path: Path, limit: int | None, progress: Progress | None) -> dict[str, Any]:
-    from scheduler.sim.fractional import POLICIES, run_fractional
-    from scheduler.sim.traces.alibaba import load_openb
-
     t0 = time.perf_counter()
     pods, nodes = load_openb(path)
     if limit:
