@@ -35,7 +35,7 @@ def main() -> None:
     from django.db import connection
 
     from fabric import actions
-    from fabric.adapters import fabric_for_cluster
+    from fabric.graph_from_db import fabric_for_cluster
     from fabric.models import Cluster
     from fabric.topology import analyse, render_text
 

@@ -54,7 +54,7 @@ def main() -> None:
     from django.core.management import call_command
 
     from dashboard import broadcast
-    from fabric import twin_adapter
+    from fabric import stored_twin
     from fabric.collectors.samples import FABRIC_SOURCE
     from fabric.ingest import ingest_samples
     from fabric.models import Cluster, Node, Switch
@@ -62,15 +62,15 @@ def main() -> None:
     def poll(cluster_id: int) -> None:
         hosts = list(Node.objects.filter(cluster_id=cluster_id).values_list("hostname", flat=True))
         guids = list(Switch.objects.filter(cluster_id=cluster_id).values_list("guid", flat=True))
-        samples = [twin_adapter.sample_node(h, cluster=cluster_id, fault_rate=0) for h in hosts]
-        samples.append(twin_adapter.sample_switches(FABRIC_SOURCE, guids, cluster=cluster_id, fault_rate=0))
+        samples = [stored_twin.sample_node(h, cluster=cluster_id, fault_rate=0) for h in hosts]
+        samples.append(stored_twin.sample_switches(FABRIC_SOURCE, guids, cluster=cluster_id, fault_rate=0))
         ingest_samples(cluster_id, samples)
 
     call_command("migrate", verbosity=0)
     for n in args.nodes:
         call_command("flush", interactive=False, verbosity=0)
         cache.clear()
-        twin_adapter.forget_twins()
+        stored_twin.forget_twins()
         t0 = time.perf_counter()
         call_command("demo", "--no-serve", "--nodes", str(n), stdout=io.StringIO())
         cluster_id = Cluster.objects.get(name="demo").pk

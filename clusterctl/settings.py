@@ -292,7 +292,7 @@ TELEMETRY_RETENTION_MINUTE_D = env.int("TELEMETRY_RETENTION_MINUTE_D", default=7
 TELEMETRY_RETENTION_HOUR_D = env.int("TELEMETRY_RETENTION_HOUR_D", default=90)
 if min(TELEMETRY_RETENTION_RAW_H, TELEMETRY_RETENTION_MINUTE_D, TELEMETRY_RETENTION_HOUR_D) < 1:
     raise ImproperlyConfigured("TELEMETRY_RETENTION_* must be at least 1 (the rollups read the tier below)")
-# The twin (collector "twin", fabric/twin_adapter.py): seed of its fault schedule, faults per simulated hour.
+# The twin (collector "twin", fabric/stored_twin.py): seed of its fault schedule, faults per simulated hour.
 TWIN_SEED = env.int("TWIN_SEED", default=0)
 TWIN_FAULT_RATE = env.float("TWIN_FAULT_RATE", default=6.0)
 
@@ -348,9 +348,9 @@ WHATIF_QUEUE = "whatif"
 WHATIF_MAX_CONCURRENT = env.int("WHATIF_MAX_CONCURRENT", default=2)
 if WHATIF_MAX_CONCURRENT < 1:
     raise ImproperlyConfigured("WHATIF_MAX_CONCURRENT must be at least 1")
-CELERY_TASK_ROUTES = {"scheduler.sim_tasks.whatif_replay": {"queue": WHATIF_QUEUE}}
+CELERY_TASK_ROUTES = {"scheduler.policy_lab.whatif_replay": {"queue": WHATIF_QUEUE}}
 # The what-if replay task lives outside scheduler/tasks.py (autodiscovery imports only <app>.tasks).
-CELERY_IMPORTS = ("scheduler.sim_tasks",)
+CELERY_IMPORTS = ("scheduler.policy_lab",)
 
 #
 # Request bodies (clusterctl/limits.py, docs/deployment.md "Limits, tokens and sign-ins"). The ASGI layer answers 413

@@ -198,7 +198,7 @@ class _Cabling:
         links = Link.objects.filter(cluster_id=cluster_id).values_list(
             "pk", "capacity_gbps", "state", "width", "speed", "supported_gbps"
         )
-        # The same graph as fabric.adapters.fabric_for_cluster builds, from the rows read here.
+        # The same graph as fabric.graph_from_db.fabric_for_cluster builds, from the rows read here.
         fabric = Fabric(
             switches=[
                 TSwitch(key=guid, name=name, role=role if source == RoleSource.SET else "")

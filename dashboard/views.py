@@ -31,8 +31,8 @@ from django.views.decorators.http import require_GET, require_POST
 from clusterctl.legend import legends
 from dashboard import selectors, whatif
 from fabric import actions as fabric_actions
-from fabric.adapters import fabric_for_cluster
 from fabric.choices import OKABE_ITO, AlertSeverity
+from fabric.graph_from_db import fabric_for_cluster
 from fabric.models import GPU, Alert, Cluster, Link, Port, Switch
 from fabric.models.telemetry import GpuMetric
 from fabric.selectors import cluster_summary, link_labels, metric_series
@@ -40,8 +40,8 @@ from fabric.topology import analyse
 from scheduler.api.access import tenant_of
 from scheduler.choices import ACTIVE_STATUSES, FINAL_STATUSES, JobStatus, StartEstimate
 from scheduler.models import Allocation, Job, JobEvent, Quota
+from scheduler.policy_lab import get_run
 from scheduler.selectors import QueueEntry, queue_entries, tenant_usage
-from scheduler.sim_tasks import get_run
 
 if TYPE_CHECKING:  # the what-if module loads the replay: imported by its views only
     from dashboard.whatif import CappedUploadHandler

@@ -3,7 +3,7 @@
 The form offers the trace files of settings.WHATIF_TRACE_DIRS (or an upload), a cluster spec with the syntax of
 `manage.py replay --cluster-spec` (or a cluster of the database by name), policies and the network model, and
 validates with the replay's own loaders and parsers, so an error reads as the command's would (`file:line: ...`).
-A valid form becomes a run in the cache and a Celery task (scheduler.sim_tasks.whatif_replay); one at a time per
+A valid form becomes a run in the cache and a Celery task (scheduler.policy_lab.whatif_replay); one at a time per
 user and WHATIF_MAX_CONCURRENT on the site, bounded by WHATIF_MAX_JOBS, WHATIF_MAX_GPUS, WHATIF_TIMEOUT_S and
 WHATIF_UPLOAD_MAX_BYTES (checked as the upload streams: CappedUploadHandler).
 
@@ -32,8 +32,8 @@ from django.http import QueryDict
 from django.utils.datastructures import MultiValueDict
 
 from fabric.topology.catalog import GPU_MODELS
-from fabric.topology.rates import SPEEDS
-from scheduler import sim_tasks
+from fabric.topology.link_speeds import SPEEDS
+from scheduler import policy_lab
 from scheduler.sim import suite as policy_suite
 from scheduler.sim.cluster import looks_like_spec, parse_cluster_spec
 from scheduler.sim.engine_policy import DEFAULT_ROUND_S
@@ -52,7 +52,7 @@ from scheduler.sim.run import (
 from scheduler.sim.traces import KINDS, load_trace
 from scheduler.sim.traces.alibaba import load_openb
 
-SUITE_KIND = sim_tasks.SUITE_KIND
+SUITE_KIND = policy_lab.SUITE_KIND
 SPEC_EXAMPLES = ("2x4", "4x4", "32x4", "16x4/4:2")
 POLICY_HELP = {
     "fifo": "submission order, YARN-CS placement",
@@ -353,7 +353,7 @@ class WhatIfForm(forms.Form):
                 data["gpu_model"],
                 data["link_rate"],
                 spec_file=self._spec_file,
-                inventory=sim_tasks.inventory_cluster,
+                inventory=policy_lab.inventory_cluster,
             )
         except UnknownCluster as exc:
             self.add_error("cluster_spec", f"Cluster {exc}.")
@@ -491,12 +491,12 @@ def start_run(user, form: WhatIfForm) -> str:
     """A new run in the cache, its task enqueued (eager: run by the time this returns); Busy if the user has one in
     flight, AtCapacity (nothing queued, nothing held) if the site has WHATIF_MAX_CONCURRENT."""
     run_id = uuid.uuid4().hex
-    key = sim_tasks.user_key(user.pk)
+    key = policy_lab.user_key(user.pk)
     hold = settings.WHATIF_TIMEOUT_S + 180
     if not cache.add(key, run_id, hold):
         other = cache.get(key)
-        record = sim_tasks.get_run(other) if other else None
-        if record is not None and record["status"] not in sim_tasks.FINISHED and not sim_tasks.is_stale(record):
+        record = policy_lab.get_run(other) if other else None
+        if record is not None and record["status"] not in policy_lab.FINISHED and not policy_lab.is_stale(record):
             raise Busy(other)
         cache.set(key, run_id, hold)
     record = {
@@ -510,46 +510,46 @@ def start_run(user, form: WhatIfForm) -> str:
         "error": "",
         "result": None,
     }
-    sim_tasks.save_run(record)  # before the claim: a slot's holder always has a record to be judged by
-    record["slot"] = sim_tasks.claim_slot(run_id, settings.WHATIF_MAX_CONCURRENT, hold)
+    policy_lab.save_run(record)  # before the claim: a slot's holder always has a record to be judged by
+    record["slot"] = policy_lab.claim_slot(run_id, settings.WHATIF_MAX_CONCURRENT, hold)
     if record["slot"] is None:
-        cache.delete(sim_tasks.run_key(run_id))
-        sim_tasks.release_user(user.pk, run_id)
+        cache.delete(policy_lab.run_key(run_id))
+        policy_lab.release_user(user.pk, run_id)
         raise AtCapacity(settings.WHATIF_MAX_CONCURRENT)
-    sim_tasks.save_run(record)
+    policy_lab.save_run(record)
     upload = form.cleaned_data.get("upload")
     if upload:
-        cache.set(sim_tasks.upload_key(run_id), upload["text"], sim_tasks.RUN_TTL_S)
-    recent = [run_id, *(r for r in cache.get(sim_tasks.recent_key(user.pk), []) if r != run_id)]
-    cache.set(sim_tasks.recent_key(user.pk), recent[: sim_tasks.RECENT_RUNS], sim_tasks.RUN_TTL_S)
+        cache.set(policy_lab.upload_key(run_id), upload["text"], policy_lab.RUN_TTL_S)
+    recent = [run_id, *(r for r in cache.get(policy_lab.recent_key(user.pk), []) if r != run_id)]
+    cache.set(policy_lab.recent_key(user.pk), recent[: policy_lab.RECENT_RUNS], policy_lab.RUN_TTL_S)
     try:
-        sim_tasks.whatif_replay.delay(run_id)
+        policy_lab.whatif_replay.delay(run_id)
     except Exception as exc:  # the broker is down: say so on the run's page
-        record = sim_tasks.get_run(run_id) or record
+        record = policy_lab.get_run(run_id) or record
         if record["status"] == "queued":
-            sim_tasks.release_slot(record)
+            policy_lab.release_slot(record)
             record.update(status="failed", error=f"could not queue the run: {exc}")
-            sim_tasks.save_run(record)
-        sim_tasks.release_user(user.pk, run_id)
+            policy_lab.save_run(record)
+        policy_lab.release_user(user.pk, run_id)
     return run_id
 
 
 def recent_runs(user) -> list[dict[str, Any]]:
-    ids = cache.get(sim_tasks.recent_key(user.pk), [])
-    found = cache.get_many([sim_tasks.run_key(i) for i in ids])
-    records = [found[k] for k in (sim_tasks.run_key(i) for i in ids) if k in found]
+    ids = cache.get(policy_lab.recent_key(user.pk), [])
+    found = cache.get_many([policy_lab.run_key(i) for i in ids])
+    records = [found[k] for k in (policy_lab.run_key(i) for i in ids) if k in found]
     return [status_of(r) | {"params": r["params"], "created_at": created_at(r)} for r in records]
 
 
 def status_of(record: dict[str, Any]) -> dict[str, Any]:
     """What the page polls: small, no result."""
     status, error = record["status"], record.get("error") or ""
-    if sim_tasks.is_stale(record):
+    if policy_lab.is_stale(record):
         status, error = "failed", "the run stopped without a result (no worker took it, or its worker was lost)"
     return {
         "id": record["id"],
         "status": status,
-        "finished": status in sim_tasks.FINISHED,
+        "finished": status in policy_lab.FINISHED,
         "progress": record.get("progress"),
         "error": error,
         "created": record["created"],

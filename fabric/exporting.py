@@ -2,12 +2,12 @@
 
     export = export_cluster(cluster, "slurm-tree")     # Export(text, media_type, filename); ExportRefused: why not
 
-The formats are written by the pure `fabric.topology.export` from `fabric.adapters.export_input_for_cluster`.
+The formats are written by the pure `fabric.topology.export` from `fabric.graph_from_db.export_input_for_cluster`.
 """
 
 from __future__ import annotations
 
-from fabric.adapters import export_input_for_cluster
+from fabric.graph_from_db import export_input_for_cluster
 from fabric.models import Cluster
 from fabric.topology.export import Export, ExportRefused, format_names, render
 

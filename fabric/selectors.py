@@ -22,7 +22,7 @@ from fabric.models.telemetry import (
     retention,
 )
 from fabric.telemetry.imbalance import hottest
-from fabric.topology.rates import LinkRate
+from fabric.topology.link_speeds import LinkRate
 
 
 def fabric_version(cluster_id: int) -> tuple:

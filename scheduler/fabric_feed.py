@@ -9,7 +9,7 @@ from django.conf import settings
 
 from fabric.collectors.twin_model import TwinJob
 from fabric.models import Cluster
-from fabric.twin_adapter import ALLREDUCE_GBPS_PER_GPU, MIG_SLICES
+from fabric.stored_twin import ALLREDUCE_GBPS_PER_GPU, MIG_SLICES
 from scheduler.choices import ACTIVE_STATUSES, ShareKind
 from scheduler.models import Allocation, Pool
 from scheduler.selectors import pool_load

@@ -12,9 +12,9 @@ from scheduler import actions
 from scheduler.actions import rounds as round_actions
 from scheduler.actions.errors import RoundBusy
 from scheduler.actions.locking import atomic_retry
-from scheduler.adapters import build_snapshot
 from scheduler.core import schedule
 from scheduler.models import SchedulingRound
+from scheduler.snapshot_from_db import build_snapshot
 
 __all__ = ["RoundBusy", "run_round"]
 

@@ -7,11 +7,11 @@ from typing import Any
 
 from django.db.models import Min
 
-from scheduler.adapters import fabric_and_topology
 from scheduler.choices import SharingMode, TopologyRequirement, Workload
 from scheduler.core.mig import validate_profile
 from scheduler.models import Pool, PriorityClass, Tenant
 from scheduler.selectors import pool_capacity, pool_gpus, priority_class_names, priority_limit
+from scheduler.snapshot_from_db import fabric_and_topology
 
 
 def check_request(tenant: Tenant, pool: Pool, priority: PriorityClass, data: dict[str, Any]) -> dict[str, list[str]]:

@@ -12,7 +12,7 @@ from django.core.management import call_command
 
 from clusterctl.celery import app
 from clusterctl.management.commands import demo as demo_command
-from fabric import twin_adapter
+from fabric import stored_twin
 from fabric.collectors.twin_model import FLAP
 from fabric.latest import latest_utilisation
 from fabric.models import GPU, Cluster, Node
@@ -23,9 +23,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 @pytest.fixture(autouse=True)
 def fresh_twins():
-    twin_adapter.forget_twins()
+    stored_twin.forget_twins()
     yield
-    twin_adapter.forget_twins()
+    stored_twin.forget_twins()
 
 
 def test_no_serve_sets_up_then_exits():
@@ -56,7 +56,7 @@ def test_serve_runs_worker_and_beat_that_keep_the_demo_alive(monkeypatch):
                 break
             time.sleep(0.2)
         seen.update(links=links, gpus=gpu_load, expected=gpus, eager=app.conf.task_always_eager)
-        seen["faults"] = list(twin_adapter._TWINS[cluster.pk].model.faults)
+        seen["faults"] = list(stored_twin._TWINS[cluster.pk].model.faults)
 
     monkeypatch.setattr(demo_command, "call_command", _only_runserver(stand_in_for_the_web_server))
     out = StringIO()

@@ -11,7 +11,7 @@ from django.conf import settings
 
 from clusterctl.celery import app
 from clusterctl.embedded import EmbeddedCelery
-from fabric import twin_adapter
+from fabric import stored_twin
 from fabric.latest import latest_utilisation
 from fabric.models import GPU, Node
 from scheduler import actions
@@ -31,7 +31,7 @@ def wait_for(predicate, timeout: float = 10.0) -> bool:
 
 
 def test_embedded_worker_and_beat_keep_a_generated_cluster_alive():
-    twin_adapter.forget_twins()
+    stored_twin.forget_twins()
     cluster = fat_tree("live", nodes=2, gpus_per_node=8, leaf_ports=16)
     hosts = sorted(Node.objects.filter(cluster=cluster).values_list("hostname", flat=True))
     gpu_ids = set(GPU.objects.filter(node__cluster=cluster).values_list("pk", flat=True))

@@ -68,7 +68,7 @@ WRITES = {"create", "bulk_create", "bulk_update", "update", "delete", "get_or_cr
 CALLERS = (
     "*/management/commands/*.py",
     "*/tasks.py",
-    "scheduler/sim_tasks.py",
+    "scheduler/policy_lab.py",
     "scheduler/rounds.py",
     "dashboard/*.py",
     "*/api/*.py",

@@ -35,12 +35,14 @@ from fabric.actions.hosts import (
     set_host_resources,
 )
 from fabric.actions.imports import (
+    ALL_FORMATS,
     ImportSummary,
     Progress,
     generate_fabric,
     get_or_create_cluster,
     import_fabric,
     import_node_topology,
+    import_text,
     no_progress,
 )
 from fabric.actions.inventory import (
@@ -61,6 +63,7 @@ from fabric.actions.rollups import (
 )
 
 __all__ = [
+    "ALL_FORMATS",
     "HOST_FIELDS",
     "HOST_MAX",
     "HOST_RESOURCES",
@@ -84,6 +87,7 @@ __all__ = [
     "get_or_create_cluster",
     "import_fabric",
     "import_node_topology",
+    "import_text",
     "name_host",
     "no_progress",
     "prune_metrics",

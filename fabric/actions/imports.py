@@ -1,5 +1,6 @@
 """Imports of a fabric: a parsed fabric (ibnetdiscover, a spec, the generator) or one server's `nvidia-smi topo -m`
-applied in one transaction: upsert by GUID, cable ports, mark vanished links down, detect tiers, record the import."""
+applied in one transaction: upsert by GUID, cable ports, mark vanished links down, detect tiers, record the import.
+`import_text` parses a file in any supported format first (what the command, the API and the demo call)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from fabric.actions.common import BATCH, batches, remove_empty_placeholders
 from fabric.actions.errors import ActionError
 from fabric.actions.inventory import detect_switch_roles
 from fabric.choices import CaKind, LinkState, PortState, RoleSource
+from fabric.importers import FORMATS, parse_nvidia_topo
 from fabric.importers.fattree import generate_fat_tree
 from fabric.importers.types import ParsedFabric, ParsedNodeTopology, PortRef
 from fabric.models import GPU, HCA, Cluster, ImportRecord, Link, Node, NodeTopology, Port, Switch
 from fabric.selectors import link_state, supported_gbps
 from fabric.topology.convert import unnamed_host_name
-from fabric.topology.rates import LinkRate
+from fabric.topology.link_speeds import LinkRate
 
 
 @dataclass
@@ -450,3 +452,32 @@ def generate_fabric(cluster_name: str, *, progress: Progress = no_progress, **pa
     progress(f"generated {len(parsed.switches)} switches, {len(parsed.nodes)} servers, {len(parsed.links)} links")
     source = " ".join(f"{k}={v}" for k, v in sorted(params.items()))
     return import_fabric(cluster_name, parsed, fmt="generated", source=source, progress=progress)
+
+
+TOPOLOGY_FORMAT = "nvidia-topo"
+ALL_FORMATS = (*FORMATS, TOPOLOGY_FORMAT)
+
+
+def import_text(
+    cluster: str,
+    fmt: str,
+    text: str,
+    *,
+    source: str = "",
+    node: str = "",
+    progress: Progress = no_progress,
+) -> dict[str, Any]:
+    """Parse `text` as `fmt` and store it in `cluster`. Raises ParseError / ActionError; stores nothing then."""
+    if fmt == TOPOLOGY_FORMAT:
+        if not node:
+            raise ActionError("format nvidia-topo describes one server: name it (--node HOST)")
+        topo = parse_nvidia_topo(text, source=source)
+        return import_node_topology(cluster, node, topo, source=source)
+    if fmt not in FORMATS:
+        raise ActionError(f"unknown format {fmt!r}; use one of {', '.join(ALL_FORMATS)}")
+    parsed = FORMATS[fmt](text, source=source)
+    progress(
+        f"parsed {len(parsed.switches)} switches, {len(parsed.cas)} channel adapters, {len(parsed.links)} links"
+        + (f", {len(parsed.warnings)} warnings" if parsed.warnings else "")
+    )
+    return import_fabric(cluster, parsed, fmt=fmt, source=source, progress=progress).to_dict()

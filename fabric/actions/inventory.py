@@ -11,12 +11,12 @@ from fabric import events
 from fabric.actions.common import BATCH, hosts_moved, lock_cluster
 from fabric.actions.errors import ActionError
 from fabric.actions.hosts import HOST_FIELDS, apply_host_edit
-from fabric.adapters import fabric_for_cluster
 from fabric.choices import NodeState, PortState, RoleSource, SwitchRole
+from fabric.graph_from_db import fabric_for_cluster
 from fabric.models import HCA, Cluster, Link, Node, Port, Switch
 from fabric.selectors import link_state, supported_gbps
 from fabric.topology.graph import FabricGraph
-from fabric.topology.rates import LinkRate
+from fabric.topology.link_speeds import LinkRate
 from fabric.topology.tiers import UNKNOWN, detect_tiers
 
 

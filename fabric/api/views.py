@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from clusterctl.openapi import error_response
 from clusterctl.pagination import query_int
 from fabric import actions, providers
-from fabric.adapters import fabric_for_cluster
+from fabric.actions.imports import ALL_FORMATS, import_text
 from fabric.api import filtersets
 from fabric.api.permissions import IsStaffOrReadOnly
 from fabric.api.serializers import (
@@ -25,7 +25,8 @@ from fabric.api.serializers import (
     SwitchSerializer,
 )
 from fabric.choices import NodeState
-from fabric.importing import ALL_FORMATS, ParseError, import_text
+from fabric.graph_from_db import fabric_for_cluster
+from fabric.importers.types import ParseError
 from fabric.models import GPU, HCA, Cluster, Link, Node, Switch
 from fabric.selectors import hottest_links
 from fabric.topology import analyse

@@ -1,7 +1,7 @@
 """Collector over the digital twin (`twin_model.TwinModel`): same interface and samples as the real ones.
 
 Given a model, it samples that model (pure, tests). Without one it samples the twin of the stored cluster the
-node belongs to (`fabric.twin_adapter`: built from the database, driven by the scheduler's placements, held in
+node belongs to (`fabric.stored_twin`: built from the database, driven by the scheduler's placements, held in
 process memory). That needs the database, so the twin runs centrally: it is a stand-in for every node's
 hardware at once, never what a real node agent runs.
 
@@ -38,9 +38,9 @@ class TwinCollector:
         try:
             if self.model is not None:
                 return self.model.sample(node, now)
-            from fabric import twin_adapter
+            from fabric import stored_twin
 
-            return twin_adapter.sample_node(node, cluster=self.cluster, seed=self.seed, fault_rate=self.fault_rate)
+            return stored_twin.sample_node(node, cluster=self.cluster, seed=self.seed, fault_rate=self.fault_rate)
         except Exception as exc:  # a collector reports, it does not crash the poll loop
             return NodeSample(node=node, collected_at=now, collector="twin", errors=[f"twin: {exc}"])
 
@@ -51,9 +51,9 @@ class TwinCollector:
         try:
             if self.model is not None:
                 return self.model.switch_sample(node, guids, now)
-            from fabric import twin_adapter
+            from fabric import stored_twin
 
-            return twin_adapter.sample_switches(
+            return stored_twin.sample_switches(
                 node, guids, cluster=self.cluster, seed=self.seed, fault_rate=self.fault_rate
             )
         except Exception as exc:

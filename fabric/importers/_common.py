@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Iterator
 from functools import lru_cache
 
-from fabric.topology.rates import LinkRate, RateError, parse_rate
+from fabric.topology.link_speeds import LinkRate, RateError, parse_rate
 
 from .types import CaKind, ParsedCA, ParsedLink, ParsedPort, ParseError, PortRef, normalise_guid
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 from fabric.topology.catalog import GpuModel
 from fabric.topology.catalog import gpu_model as lookup_gpu_model
-from fabric.topology.rates import SPEEDS
+from fabric.topology.link_speeds import SPEEDS
 
 from .types import (
     NodeRole,

@@ -62,7 +62,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from fabric.topology.rates import LinkRate
+from fabric.topology.link_speeds import LinkRate
 
 from ._common import (
     LinkTable,

@@ -46,7 +46,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from fabric.topology.rates import LinkRate
+from fabric.topology.link_speeds import LinkRate
 
 from ._common import (
     LinkTable,

@@ -54,7 +54,7 @@ from typing import Any, cast
 import yaml
 
 from fabric.topology.catalog import gpu_model
-from fabric.topology.rates import LinkRate, RateError, parse_rate
+from fabric.topology.link_speeds import LinkRate, RateError, parse_rate
 
 from ._common import check_text
 from .types import (

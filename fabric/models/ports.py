@@ -1,7 +1,7 @@
 from django.db import models
 
 from fabric.choices import PortState
-from fabric.topology.rates import LinkRate
+from fabric.topology.link_speeds import LinkRate
 
 
 class Port(models.Model):

@@ -7,7 +7,7 @@
 * HCAs with no host name are one host per system image GUID, "unnamed-<guid>".
 * A loopback (two ports of one switch cabled together) stays a link; the graph keeps it out of
   every path (fabric.topology.graph.LOOPBACK).
-* Link capacity is the data rate from `rates.py` (0 when the speed is "???").
+* Link capacity is the data rate from `link_speeds.py` (0 when the speed is "???").
 * Ports in `down_ports` have no peer and are not links.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fabric.importers.types import ParsedCA, ParsedFabric
-from fabric.topology.rates import data_rate_gbps
+from fabric.topology.link_speeds import data_rate_gbps
 from fabric.topology.types import Fabric, THost, TLink, TSwitch
 
 

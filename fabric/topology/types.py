@@ -1,6 +1,6 @@
 """Input of the fabric analysis: a graph of switches, hosts and links, no database.
 
-`fabric/adapters.py` builds a `Fabric` from inventory rows in bulk; tests and
+`fabric/graph_from_db.py` builds a `Fabric` from inventory rows in bulk; tests and
 benchmarks build one directly (or from a ParsedFabric with `from_parsed`).
 A host is a server (all its HCAs merged into one vertex): losing one HCA link of
 a dual-rail server does not cut it off, losing both does.

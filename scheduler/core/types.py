@@ -1,6 +1,6 @@
 """The contract of the scheduling engine: a Snapshot in, Decisions out. PURE (no Django, no I/O).
 
-`scheduler/adapters.py` builds a `Snapshot` from the database in bulk, calls
+`scheduler/snapshot_from_db.py` builds a `Snapshot` from the database in bulk, calls
 `scheduler.core.schedule(snapshot)` and applies the `Decisions` in one transaction.
 
 Occupancy. `GpuState`'s held fields (`exclusive_job`, `mps_*_used`, `mig_used`, `timeslice_used`)

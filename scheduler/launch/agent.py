@@ -41,7 +41,7 @@ from .env import (
 )
 from .ledger import NodeLedger
 from .process import LaunchSpec, ProcessLauncher, argv_of, tail_lines
-from .state import LaunchError, LaunchRefused, read_state, run_dir_lock
+from .run_dir import LaunchError, LaunchRefused, read_state, run_dir_lock
 
 log = logging.getLogger(__name__)
 LAUNCHERS = ("process", "container")

@@ -37,7 +37,7 @@ from .checks import cpus_arg, image_problem, limits_problem, parse_run_as, workd
 from .env import GpuShare, environment_problem
 from .ledger import NodeLedger
 from .process import ProcessStatus, RunDirLauncher, StopResult, split_simple
-from .state import (
+from .run_dir import (
     LaunchError,
     RunState,
     boot_id,

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from .env import GpuShare
-from .state import LaunchRefused, RunState, holds_gpus, read_states
+from .run_dir import LaunchRefused, RunState, holds_gpus, read_states
 
 
 class NodeLedger:

@@ -27,7 +27,7 @@ from pathlib import Path
 from .checks import command_problem, parse_run_as, workdir_problem
 from .env import GpuShare, environment_problem
 from .ledger import NodeLedger
-from .state import (
+from .run_dir import (
     LaunchError,
     RunState,
     boot_id,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fabric.topology.catalog import GPU_MODELS
-from fabric.topology.rates import SPEED_DATA_4X_GBPS, SPEEDS
+from fabric.topology.link_speeds import SPEED_DATA_4X_GBPS, SPEEDS
 from fabric.topology.types import Fabric, THost, TLink, TSwitch
 from scheduler.core.topology import LEVEL_FABRIC, LEVEL_LEAF_GROUP, Topology, build_topology
 from scheduler.core.types import GpuState, NodeState

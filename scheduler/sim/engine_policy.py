@@ -1,6 +1,6 @@
 """Our policy in the replay: the production engine itself (`scheduler.core.schedule`), not a copy. PURE.
 
-Each round builds a `Snapshot` from the simulator's state exactly the way `scheduler/adapters.py` builds
+Each round builds a `Snapshot` from the simulator's state exactly the way `scheduler/snapshot_from_db.py` builds
 one from the database, calls `schedule(snapshot)` with the production default policy and `Config()`,
 and applies the `Decisions` in the contract's order (preemptions: victims checkpoint on their GPUs and
 are requeued with their place in line; migrations: the job moves to the new, disjoint GPUs; placements).

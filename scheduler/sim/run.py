@@ -5,7 +5,7 @@
     doc = run.as_json()                                    # what `replay --json` prints
     result = run_fractional_file(openb_pod_list)           # the Alibaba trace: what `replay --json` prints
 
-The adapters (the command, scheduler.sim_tasks) bring what needs Django: a cluster of the database
+The adapters (the command, scheduler.policy_lab) bring what needs Django: a cluster of the database
 (`inventory`), progress display, and where the result goes.
 """
 

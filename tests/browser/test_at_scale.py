@@ -49,10 +49,10 @@ def build_demo(nodes: int) -> int:
         from django.contrib.auth import get_user_model
         from django.core.management import call_command
 
-        from fabric import twin_adapter
+        from fabric import stored_twin
         from fabric.models import Cluster
 
-        twin_adapter.forget_twins()
+        stored_twin.forget_twins()
         call_command("demo", "--no-serve", "--nodes", str(nodes), stdout=io.StringIO())
         get_user_model().objects.create_user("ops", "ops@example.org", "pw-ops-123", is_staff=True)
         return Cluster.objects.get(name="demo").pk
@@ -64,7 +64,7 @@ def poll_twin(cluster_id: int, times: int = 2, gap_s: float = 1.0) -> None:
     """What the demo's worker does every 5 s: every node and the switches sampled from the twin, then ingested."""
 
     def go():
-        from fabric import twin_adapter
+        from fabric import stored_twin
         from fabric.collectors.samples import FABRIC_SOURCE
         from fabric.ingest import ingest_samples
         from fabric.models import Node, Switch
@@ -74,8 +74,8 @@ def poll_twin(cluster_id: int, times: int = 2, gap_s: float = 1.0) -> None:
         for k in range(times):
             if k:
                 time.sleep(gap_s)
-            samples = [twin_adapter.sample_node(h, cluster=cluster_id, fault_rate=0) for h in hosts]
-            samples.append(twin_adapter.sample_switches(FABRIC_SOURCE, guids, cluster=cluster_id, fault_rate=0))
+            samples = [stored_twin.sample_node(h, cluster=cluster_id, fault_rate=0) for h in hosts]
+            samples.append(stored_twin.sample_switches(FABRIC_SOURCE, guids, cluster=cluster_id, fault_rate=0))
             ingest_samples(cluster_id, samples)
 
     off_the_loop(go)

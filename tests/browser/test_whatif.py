@@ -55,7 +55,7 @@ def test_replay_the_tiresias_fixture_from_the_form(operator_login, page):
 
 
 def test_a_run_page_follows_its_progress_until_it_finishes(operator_login, page):
-    from scheduler import sim_tasks
+    from scheduler import policy_lab
 
     record = {"id": "d" * 32, "user": operator_login.pk, "username": "ops", "created": time.time(), "status": "running",
               "params": {"kind": "tiresias", "upload": False, "trace_name": "t_job.csv", "trace_path": "/x/t_job.csv",
@@ -63,19 +63,19 @@ def test_a_run_page_follows_its_progress_until_it_finishes(operator_login, page)
                          "gpu_model": "V100", "link_rate": "EDR", "policies": ["fifo", "default"],
                          "network_model": "off", "round_s": 10.0, "seed": 0, "limit": None},
               "progress": None, "error": "", "result": None}  # fmt: skip
-    off_the_loop(sim_tasks.save_run, record)
+    off_the_loop(policy_lab.save_run, record)
     page.goto(f"/whatif/{record['id']}/")
     expect(page.locator("[data-testid=whatif-progress]")).to_be_visible()
     record["progress"] = {"policy": "default", "done": 30, "total": 60, "index": 2, "policies": 2, "fraction": 0.75}
-    off_the_loop(sim_tasks.save_run, record)
+    off_the_loop(policy_lab.save_run, record)
     expect(page.locator("#whatif-step")).to_have_text("default (2/2): 30/60", timeout=5_000)
     assert page.get_attribute("#whatif-progress", "max") == "1"
     record.update(status="failed", error="the replay took longer than 300 s")
-    off_the_loop(sim_tasks.save_run, record)
+    off_the_loop(policy_lab.save_run, record)
     expect(page.locator("[data-testid=whatif-error]")).to_have_text("the replay took longer than 300 s", timeout=5_000)
     expect(page.locator("[data-testid=whatif-status]")).to_have_attribute("data-status", "failed")
     expect(page.locator("[data-testid=whatif-progress]")).to_be_hidden()
-    off_the_loop(lambda: sim_tasks.cache.delete(sim_tasks.run_key(record["id"])))
+    off_the_loop(lambda: policy_lab.cache.delete(policy_lab.run_key(record["id"])))
     assert page.js_errors == []
 
 
@@ -109,19 +109,19 @@ def test_the_policy_suite_from_the_page(operator_login, page):
 
 
 def test_a_suite_run_page_names_the_case_in_its_progress(operator_login, page):
-    from scheduler import sim_tasks
+    from scheduler import policy_lab
 
     record = {"id": "e" * 32, "user": operator_login.pk, "username": "ops", "created": time.time(), "status": "running",
               "params": {"kind": "suite", "upload": False, "trace_name": "policy suite", "suite_cases": ["slurm-churn"],
                          "trace_dirs": ["/x"], "policies": [], "cluster_spec": None, "cluster_label": None,
                          "round_s": 10.0, "seed": 0, "limit": None},
               "progress": None, "error": "", "result": None}  # fmt: skip
-    off_the_loop(sim_tasks.save_run, record)
+    off_the_loop(policy_lab.save_run, record)
     page.goto(f"/whatif/{record['id']}/")
     expect(page.locator("[data-testid=whatif-progress]")).to_be_visible()
     record["progress"] = {"case": "slurm-churn", "policy": "default", "done": 250, "total": 500, "index": 6,
                           "policies": 7, "fraction": 0.7857}  # fmt: skip
-    off_the_loop(sim_tasks.save_run, record)
+    off_the_loop(policy_lab.save_run, record)
     expect(page.locator("#whatif-step")).to_have_text("slurm-churn · default (6/7): 250/500", timeout=5_000)
-    off_the_loop(lambda: sim_tasks.cache.delete(sim_tasks.run_key(record["id"])))
+    off_the_loop(lambda: policy_lab.cache.delete(policy_lab.run_key(record["id"])))
     assert page.js_errors == []

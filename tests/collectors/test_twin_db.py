@@ -1,4 +1,4 @@
-"""The twin of a stored cluster (fabric/twin_adapter.py): built from the database, driven by the scheduler."""
+"""The twin of a stored cluster (fabric/stored_twin.py): built from the database, driven by the scheduler."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 import pytest
 
 from fabric import actions as fabric_actions
-from fabric import twin_adapter
+from fabric import stored_twin
 from fabric.choices import LinkState
 from fabric.collectors.twin import TwinCollector
 from fabric.collectors.twin_model import FLAP, XID
@@ -23,9 +23,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def fresh_twins():
-    twin_adapter.forget_twins()
+    stored_twin.forget_twins()
     yield
-    twin_adapter.forget_twins()
+    stored_twin.forget_twins()
 
 
 @pytest.fixture
@@ -128,22 +128,22 @@ def test_multi_node_job_loads_its_host_links_and_the_leaf_spine_links(place):
 def test_model_is_kept_per_fabric_version_and_rebuilt_with_counters_carried_over(place):
     cluster = fat_tree("twin4", nodes=4, leaf_ports=16)
     place(cluster, 16, nodes=2, gpus_per_node=8)
-    first = twin_adapter.twin_for_cluster(cluster.pk, now=1000.0)
-    assert twin_adapter.twin_for_cluster(cluster.pk, now=1010.0) is first
+    first = stored_twin.twin_for_cluster(cluster.pk, now=1000.0)
+    assert stored_twin.twin_for_cluster(cluster.pk, now=1010.0) is first
     host = next(h for h, _ in Allocation.objects.filter(active=True).values_list("gpu__node__hostname", "gpu__id"))
     tx_before = sum(p.counters["port_xmit_data"] for p in first.sample(host, 1010.0).ports)
     assert tx_before > 0
     # the control plane marking a link down (an alert did) is not a change of the twin's hardware
     Link.objects.filter(pk=Link.objects.filter(cluster=cluster).first().pk).update(state=LinkState.DOWN)
-    assert twin_adapter.twin_for_cluster(cluster.pk, now=1020.0) is first
+    assert stored_twin.twin_for_cluster(cluster.pk, now=1020.0) is first
     # a changed fabric is: new model, same counters going on
     spare = Link.objects.filter(cluster=cluster, ports__switch__isnull=False, ports__hca__isnull=True).first()
     Link.objects.filter(pk=spare.pk).update(capacity_gbps=200.0)
-    second = twin_adapter.twin_for_cluster(cluster.pk, now=1030.0)
+    second = stored_twin.twin_for_cluster(cluster.pk, now=1030.0)
     assert second is not first
     tx_after = sum(p.counters["port_xmit_data"] for p in second.sample(host, 1030.0).ports)
     assert tx_after >= tx_before * 1.5  # 10 s more on top of the first 10
-    assert twin_adapter.twin_for_cluster(cluster.pk, now=1030.5) is second
+    assert stored_twin.twin_for_cluster(cluster.pk, now=1030.5) is second
 
 
 def test_jobs_are_read_once_per_refresh(place, django_assert_max_num_queries):
@@ -178,12 +178,12 @@ def test_cluster_option_and_ambiguous_hostnames():
 def test_seed_and_fault_rate_from_options_and_settings(settings):
     cluster = fat_tree("twin6", nodes=2, leaf_ports=16)
     settings.TWIN_SEED, settings.TWIN_FAULT_RATE = 11, 0.0
-    m = twin_adapter.twin_for_cluster(cluster.pk, now=0.0)
-    assert (m.seed, m.fault_rate) == (twin_adapter.cluster_seed(11, cluster.pk), 0.0)
-    assert twin_adapter.cluster_seed(11, cluster.pk) != twin_adapter.cluster_seed(11, cluster.pk + 1)
-    fresh = twin_adapter.twin_for_cluster(cluster.pk, seed=3, fault_rate=3600.0, now=0.0)
-    assert fresh is not m and (fresh.seed, fresh.fault_rate) == (twin_adapter.cluster_seed(3, cluster.pk), 3600.0)
-    twin_adapter.twin_for_cluster(cluster.pk, seed=3, fault_rate=3600.0, now=60.0)
+    m = stored_twin.twin_for_cluster(cluster.pk, now=0.0)
+    assert (m.seed, m.fault_rate) == (stored_twin.cluster_seed(11, cluster.pk), 0.0)
+    assert stored_twin.cluster_seed(11, cluster.pk) != stored_twin.cluster_seed(11, cluster.pk + 1)
+    fresh = stored_twin.twin_for_cluster(cluster.pk, seed=3, fault_rate=3600.0, now=0.0)
+    assert fresh is not m and (fresh.seed, fresh.fault_rate) == (stored_twin.cluster_seed(3, cluster.pk), 3600.0)
+    stored_twin.twin_for_cluster(cluster.pk, seed=3, fault_rate=3600.0, now=60.0)
     assert len(fresh.faults) > 10  # about one a second
 
 
@@ -192,11 +192,11 @@ def test_schedule_fault_picks_a_busy_node_by_default(place, settings):
     cluster = fat_tree("twin7", nodes=4, leaf_ports=16)
     held = place(cluster, 8)
     (busy_host,) = {h for h, _ in held}
-    flap = twin_adapter.schedule_fault(cluster.pk, FLAP, in_s=-1.0, duration=60.0)
+    flap = stored_twin.schedule_fault(cluster.pk, FLAP, in_s=-1.0, duration=60.0)
     assert flap.node == busy_host
     ports = TwinCollector().collect(busy_host).ports
     assert [p.state for p in ports].count("DOWN") == 1
-    xid = twin_adapter.schedule_fault(cluster.pk, XID, in_s=-1.0)
+    xid = stored_twin.schedule_fault(cluster.pk, XID, in_s=-1.0)
     assert (xid.node, xid.gpu_index) in held
     gpus = TwinCollector().collect(busy_host).gpus
     assert [g.xid_events for g in gpus if g.index == xid.gpu_index] == [[79]]

@@ -182,9 +182,9 @@ async def test_the_embedded_worker_pushes_live_load_to_an_open_socket(site, clie
     """Embedded mode: the twin is polled by the in-process worker, whose broadcast task (a countdown, not eager)
     reaches the socket as gpus deltas, at most one frame per topic per second."""
     from clusterctl.embedded import EmbeddedCelery
-    from fabric import twin_adapter
+    from fabric import stored_twin
 
-    twin_adapter.forget_twins()
+    stored_twin.forget_twins()
     ws = communicator(fabric_path(site.cluster.pk), await cookie_of(client, operator))
     assert (await ws.connect())[0]
     await receive_frames(ws)

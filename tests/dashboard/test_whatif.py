@@ -16,7 +16,7 @@ from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from scheduler import sim_tasks
+from scheduler import policy_lab
 
 pytestmark = pytest.mark.django_db
 
@@ -36,7 +36,7 @@ def fixture_folder(settings):
 def staff(client, operator):
     client.force_login(operator)
     yield client
-    for key in (sim_tasks.user_key(operator.pk), sim_tasks.recent_key(operator.pk)):
+    for key in (policy_lab.user_key(operator.pk), policy_lab.recent_key(operator.pk)):
         cache.delete(key)
 
 
@@ -265,7 +265,7 @@ def test_an_upload_gives_the_same_figures(staff):
     strip = lambda results: [{k: v for k, v in r.items() if k != "trace"} for r in results]  # noqa: E731
     assert strip(doc["results"]) == strip(expected["results"])
     assert doc["trace"]["source"] == "mine_job.csv" and doc["trace"]["jobs"] == 30
-    assert cache.get(sim_tasks.upload_key(run)) is None  # dropped once replayed
+    assert cache.get(policy_lab.upload_key(run)) is None  # dropped once replayed
 
 
 def test_cluster_spec_file_and_database_cluster(staff):
@@ -284,37 +284,37 @@ def test_cluster_spec_file_and_database_cluster(staff):
 def test_one_run_at_a_time_per_user(staff, operator):
     busy = {"id": "b" * 32, "user": operator.pk, "username": "operator", "created": time.time(), "status": "running",
             "params": {}, "progress": None, "error": "", "result": None}  # fmt: skip
-    sim_tasks.save_run(busy)
-    cache.set(sim_tasks.user_key(operator.pk), busy["id"], 60)
+    policy_lab.save_run(busy)
+    cache.set(policy_lab.user_key(operator.pk), busy["id"], 60)
     response = staff.post(reverse("whatif"), form_data())
     assert "already have a what-if run in progress" in errors_of(response)
     assert f'href="/whatif/{busy["id"]}/"' in response.content.decode()
     busy["status"] = "done"  # finished: the next one may start
-    sim_tasks.save_run(busy)
+    policy_lab.save_run(busy)
     assert staff.post(reverse("whatif"), form_data(limit="5")).status_code == 302
-    cache.delete(sim_tasks.run_key(busy["id"]))
+    cache.delete(policy_lab.run_key(busy["id"]))
 
 
 def test_a_stale_run_does_not_block_and_reads_as_failed(staff, operator):
     stale = {"id": "c" * 32, "user": operator.pk, "username": "operator", "created": time.time(), "status": "queued",
              "params": {}, "progress": None, "error": "", "result": None}  # fmt: skip
-    cache.set(sim_tasks.run_key(stale["id"]), {**stale, "updated": time.time() - 10 * 3600}, 60)
-    cache.set(sim_tasks.user_key(operator.pk), stale["id"], 60)
+    cache.set(policy_lab.run_key(stale["id"]), {**stale, "updated": time.time() - 10 * 3600}, 60)
+    cache.set(policy_lab.user_key(operator.pk), stale["id"], 60)
     status = staff.get(reverse("whatif-status", args=[stale["id"]])).json()
     assert status["status"] == "failed" and "without a result" in status["error"]
     assert staff.post(reverse("whatif"), form_data(limit="5")).status_code == 302
-    cache.delete(sim_tasks.run_key(stale["id"]))
+    cache.delete(policy_lab.run_key(stale["id"]))
 
 
 def test_timeout_fails_the_run_with_a_clear_error(staff, operator, monkeypatch):
-    monkeypatch.setattr(sim_tasks, "TIMEOUT_S", 1e-9)
+    monkeypatch.setattr(policy_lab, "TIMEOUT_S", 1e-9)
     run = run_id_of(staff.post(reverse("whatif"), form_data()))
     status = staff.get(reverse("whatif-status", args=[run])).json()
     assert status["status"] == "failed" and "took longer than" in status["error"]
     html = staff.get(reverse("whatif-run", args=[run])).content.decode()
     assert 'data-testid="whatif-error"' in html and "took longer than" in html
     assert staff.get(reverse("whatif-result", args=[run])).status_code == 409
-    assert cache.get(sim_tasks.user_key(operator.pk)) is None  # released
+    assert cache.get(policy_lab.user_key(operator.pk)) is None  # released
 
 
 @pytest.mark.skipif(
@@ -344,7 +344,7 @@ def test_replays_go_to_the_whatif_queue_and_rounds_stay_on_the_default_one():
     def queue_of(task: str) -> str:
         return app.amqp.router.route({}, task)["queue"].name
 
-    assert queue_of("scheduler.sim_tasks.whatif_replay") == "whatif"
+    assert queue_of("scheduler.policy_lab.whatif_replay") == "whatif"
     for task in ("scheduler.tasks.run_round", "scheduler.tasks.periodic_rounds", "fabric.tasks.ingest"):
         assert queue_of(task) == app.conf.task_default_queue == "celery", task
 
@@ -353,10 +353,10 @@ def in_flight(user_id: int, status: str = "running", age_s: float = 0.0) -> dict
     """Another operator's run, queued or running, holding one of the site's what-if slots."""
     record = {"id": uuid.uuid4().hex, "user": user_id, "username": "other", "created": time.time(),
               "status": status, "params": {}, "progress": None, "error": "", "result": None}  # fmt: skip
-    sim_tasks.save_run(record)
+    policy_lab.save_run(record)
     if age_s:
-        cache.set(sim_tasks.run_key(record["id"]), {**record, "updated": time.time() - age_s}, 60)
-    assert sim_tasks.claim_slot(record["id"], 1, 60) is not None
+        cache.set(policy_lab.run_key(record["id"]), {**record, "updated": time.time() - age_s}, 60)
+    assert policy_lab.claim_slot(record["id"], 1, 60) is not None
     return record
 
 
@@ -364,22 +364,22 @@ def in_flight(user_id: int, status: str = "running", age_s: float = 0.0) -> dict
 def one_slot(settings):
     settings.WHATIF_MAX_CONCURRENT = 1
     yield
-    cache.delete(sim_tasks.slot_key(0))
+    cache.delete(policy_lab.slot_key(0))
 
 
 def test_a_run_beyond_the_sites_cap_is_refused_and_nothing_is_queued(staff, operator, one_slot, monkeypatch):
     other = in_flight(operator.pk + 1000)
     sent = []
-    monkeypatch.setattr(sim_tasks.whatif_replay, "delay", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr(policy_lab.whatif_replay, "delay", lambda run_id: sent.append(run_id))
     response = staff.post(reverse("whatif"), form_data(limit="5"))
     assert response.status_code == 429
     text = " ".join(re.sub(r"<[^>]+>", " ", m) for m in re.findall(r'<div class="errors"[^>]*>(.*?)</div>',
                                                                    response.content.decode(), re.S))  # fmt: skip
     assert "1 what-if run is already queued or running on this site (WHATIF_MAX_CONCURRENT = 1)" in text, text
-    assert sent == [] and cache.get(sim_tasks.user_key(operator.pk)) is None  # the user holds nothing either
-    assert cache.get(sim_tasks.recent_key(operator.pk)) is None
+    assert sent == [] and cache.get(policy_lab.user_key(operator.pk)) is None  # the user holds nothing either
+    assert cache.get(policy_lab.recent_key(operator.pk)) is None
     other["status"] = "done"  # its slot is free once it has finished
-    sim_tasks.save_run(other)
+    policy_lab.save_run(other)
     assert staff.post(reverse("whatif"), form_data(limit="5")).status_code == 302
     assert len(sent) == 1
 
@@ -391,23 +391,23 @@ def test_a_stale_run_does_not_hold_a_slot(staff, operator, one_slot):
 
 def test_a_finished_replay_gives_its_slot_back(staff, one_slot):
     run = run_id_of(staff.post(reverse("whatif"), form_data(limit="5")))  # eager: done when the POST returns
-    assert sim_tasks.get_run(run)["status"] == "done"
-    assert cache.get(sim_tasks.slot_key(0)) is None
+    assert policy_lab.get_run(run)["status"] == "done"
+    assert cache.get(policy_lab.slot_key(0)) is None
 
 
 def test_two_claims_of_one_stale_slot_take_it_once():
     stale = {"id": "d" * 32, "user": 1, "username": "x", "created": 0.0, "status": "queued", "params": {},
              "progress": None, "error": "", "result": None}  # fmt: skip
-    cache.set(sim_tasks.run_key(stale["id"]), {**stale, "updated": time.time() - 10 * 3600}, 60)
-    cache.set(sim_tasks.slot_key(0), stale["id"], 60)
+    cache.set(policy_lab.run_key(stale["id"]), {**stale, "updated": time.time() - 10 * 3600}, 60)
+    cache.set(policy_lab.slot_key(0), stale["id"], 60)
     for run_id in ("a" * 32, "b" * 32):  # as start_run does: the record first, then the claim
-        sim_tasks.save_run({**stale, "id": run_id})
+        policy_lab.save_run({**stale, "id": run_id})
     try:
-        assert sim_tasks.claim_slot("a" * 32, 1, 60) == 0
-        assert sim_tasks.claim_slot("b" * 32, 1, 60) is None  # "a" holds it now, and "a" is live
-        assert cache.get(sim_tasks.slot_key(0)) == "a" * 32
+        assert policy_lab.claim_slot("a" * 32, 1, 60) == 0
+        assert policy_lab.claim_slot("b" * 32, 1, 60) is None  # "a" holds it now, and "a" is live
+        assert cache.get(policy_lab.slot_key(0)) == "a" * 32
     finally:
-        cache.delete_many([sim_tasks.slot_key(0), *(sim_tasks.run_key(i) for i in ("a" * 32, "b" * 32, "d" * 32))])
+        cache.delete_many([policy_lab.slot_key(0), *(policy_lab.run_key(i) for i in ("a" * 32, "b" * 32, "d" * 32))])
 
 
 @pytest.mark.django_db(transaction=True)
@@ -418,10 +418,10 @@ def test_the_embedded_worker_runs_replays_from_their_queue(client, operator, set
     with EmbeddedCelery(beat=False, kick=False):
         run = run_id_of(client.post(reverse("whatif"), form_data(limit="5")))
         deadline = time.monotonic() + 60
-        while sim_tasks.get_run(run)["status"] not in sim_tasks.FINISHED and time.monotonic() < deadline:
+        while policy_lab.get_run(run)["status"] not in policy_lab.FINISHED and time.monotonic() < deadline:
             time.sleep(0.1)
-    assert sim_tasks.get_run(run)["status"] == "done", sim_tasks.get_run(run)
-    cache.delete_many([sim_tasks.user_key(operator.pk), sim_tasks.recent_key(operator.pk)])
+    assert policy_lab.get_run(run)["status"] == "done", policy_lab.get_run(run)
+    cache.delete_many([policy_lab.user_key(operator.pk), policy_lab.recent_key(operator.pk)])
 
 
 #
@@ -487,5 +487,5 @@ def test_an_upload_under_the_cap_still_runs_and_needs_the_csrf_token(operator, s
     upload.seek(0)
     data = form_data(trace="", upload=upload, limit="5", csrfmiddlewaretoken=token)
     run = run_id_of(client.post(reverse("whatif"), data))
-    assert sim_tasks.get_run(run)["status"] == "done" and disk_writes == []
-    cache.delete_many([sim_tasks.user_key(operator.pk), sim_tasks.recent_key(operator.pk)])
+    assert policy_lab.get_run(run)["status"] == "done" and disk_writes == []
+    cache.delete_many([policy_lab.user_key(operator.pk), policy_lab.recent_key(operator.pk)])

@@ -15,7 +15,7 @@ import pytest
 from django.core.cache import cache
 from django.urls import reverse
 
-from scheduler import sim_tasks
+from scheduler import policy_lab
 from scheduler.sim.suite import CASE_KEYS
 from tests.dashboard.test_whatif import assert_csp_and_no_inline_code, form_data, in_flight, run_id_of
 
@@ -34,14 +34,14 @@ def fixture_folder(settings):
 def staff(client, operator):
     client.force_login(operator)
     yield client
-    cache.delete_many([sim_tasks.user_key(operator.pk), sim_tasks.recent_key(operator.pk)])
+    cache.delete_many([policy_lab.user_key(operator.pk), policy_lab.recent_key(operator.pk)])
 
 
 @pytest.fixture
 def one_slot(settings):
     settings.WHATIF_MAX_CONCURRENT = 1
     yield
-    cache.delete(sim_tasks.slot_key(0))
+    cache.delete(policy_lab.slot_key(0))
 
 
 def command_suite(*cases: str) -> dict:
@@ -116,7 +116,7 @@ def as_attr(v) -> str:
 
 def test_operators_only(client, tenant_user, monkeypatch):
     sent = []
-    monkeypatch.setattr(sim_tasks.whatif_replay, "delay", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr(policy_lab.whatif_replay, "delay", lambda run_id: sent.append(run_id))
     url = reverse("whatif-suite")
     response = client.post(url, {"cases": CASES})
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]
@@ -220,12 +220,12 @@ def test_the_default_run_is_the_commands_default():
 
 
 def test_a_run_over_its_time_fails_with_a_clear_error(staff, operator, monkeypatch):
-    monkeypatch.setattr(sim_tasks, "TIMEOUT_S", 1e-9)
+    monkeypatch.setattr(policy_lab, "TIMEOUT_S", 1e-9)
     run = run_id_of(staff.post(reverse("whatif-suite"), {"cases": CASES}))
     status = staff.get(reverse("whatif-status", args=[run])).json()
     assert status["status"] == "failed" and "took longer than" in status["error"] and "tiresias-2x4" in status["error"]
     assert staff.get(reverse("whatif-result", args=[run])).status_code == 409
-    assert cache.get(sim_tasks.user_key(operator.pk)) is None  # released
+    assert cache.get(policy_lab.user_key(operator.pk)) is None  # released
 
 
 #
@@ -235,34 +235,34 @@ def test_a_run_over_its_time_fails_with_a_clear_error(staff, operator, monkeypat
 
 def test_one_run_at_a_time_across_replays_and_suites(staff, operator, monkeypatch):
     sent = []
-    monkeypatch.setattr(sim_tasks.whatif_replay, "delay", lambda run_id: sent.append(run_id))  # stays queued
+    monkeypatch.setattr(policy_lab.whatif_replay, "delay", lambda run_id: sent.append(run_id))  # stays queued
     suite = run_id_of(staff.post(reverse("whatif-suite"), {"cases": CASES}))
-    assert sim_tasks.get_run(suite)["status"] == "queued" and sent == [suite]
+    assert policy_lab.get_run(suite)["status"] == "queued" and sent == [suite]
     text = suite_errors(staff.post(reverse("whatif-suite"), {"cases": CASES}), 400)
     assert "already have a what-if run in progress" in text
     assert f'href="/whatif/{suite}/"' in staff.post(reverse("whatif-suite"), {"cases": CASES}).content.decode()
     replay = staff.post(reverse("whatif"), form_data(limit="5"))  # a replay waits for the suite too
     assert replay.status_code == 400 and "already have a what-if run in progress" in replay.content.decode()
     assert sent == [suite]
-    sim_tasks.release_slot(sim_tasks.get_run(suite))
-    cache.delete(sim_tasks.run_key(suite))
+    policy_lab.release_slot(policy_lab.get_run(suite))
+    cache.delete(policy_lab.run_key(suite))
 
 
 def test_a_suite_beyond_the_sites_cap_is_refused_and_nothing_is_queued(staff, operator, one_slot, monkeypatch):
     other = in_flight(operator.pk + 1000)  # another operator's replay holds the only slot
     sent = []
-    monkeypatch.setattr(sim_tasks.whatif_replay, "delay", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr(policy_lab.whatif_replay, "delay", lambda run_id: sent.append(run_id))
     text = suite_errors(staff.post(reverse("whatif-suite"), {"cases": CASES}), 429)
     assert "1 what-if run is already queued or running on this site (WHATIF_MAX_CONCURRENT = 1)" in text, text
-    assert sent == [] and cache.get(sim_tasks.user_key(operator.pk)) is None
+    assert sent == [] and cache.get(policy_lab.user_key(operator.pk)) is None
     other["status"] = "done"
-    sim_tasks.save_run(other)
+    policy_lab.save_run(other)
     assert staff.post(reverse("whatif-suite"), {"cases": CASES}).status_code == 302 and len(sent) == 1
 
 
 def test_a_finished_suite_gives_its_slot_back_and_is_listed(staff, one_slot):
     run = run_id_of(staff.post(reverse("whatif-suite"), {"cases": CASES}))  # eager: done when the POST returns
-    assert sim_tasks.get_run(run)["status"] == "done" and cache.get(sim_tasks.slot_key(0)) is None
+    assert policy_lab.get_run(run)["status"] == "done" and cache.get(policy_lab.slot_key(0)) is None
     page = staff.get(reverse("whatif")).content.decode()
     assert f'href="/whatif/{run}/"' in page and "policy suite · tiresias-2x4, gavel" in page
 
@@ -271,4 +271,4 @@ def test_suites_go_to_the_whatif_queue():
     from clusterctl.celery import app
 
     # one task for replays and suites: its route is the whatif queue (CELERY_TASK_ROUTES)
-    assert app.amqp.router.route({}, sim_tasks.whatif_replay.name)["queue"].name == "whatif"
+    assert app.amqp.router.route({}, policy_lab.whatif_replay.name)["queue"].name == "whatif"

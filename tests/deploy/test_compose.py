@@ -203,7 +203,7 @@ def test_whatif_replays_have_a_worker_of_their_own_capped_like_the_page(services
     queue = re.search(r'^WHATIF_QUEUE = "([^"]+)"$', SETTINGS.read_text(), re.M).group(1)
     assert option(whatif, "-Q") == queue == "whatif"
     assert re.search(
-        r'CELERY_TASK_ROUTES = \{"scheduler.sim_tasks.whatif_replay": \{"queue": WHATIF_QUEUE\}', SETTINGS.read_text()
+        r'CELERY_TASK_ROUTES = \{"scheduler.policy_lab.whatif_replay": \{"queue": WHATIF_QUEUE\}', SETTINGS.read_text()
     )
     default = re.search(r'env.int\("WHATIF_MAX_CONCURRENT", default=(\d+)\)', SETTINGS.read_text()).group(1)
     assert option(whatif, "--concurrency") == "${WHATIF_MAX_CONCURRENT:-" + default + "}"

@@ -16,8 +16,8 @@ from django.core.cache import cache
 from django.core.exceptions import ImproperlyConfigured
 
 from fabric import tasks
+from fabric.actions.imports import import_text
 from fabric.collectors.registry import agent_collector, check_settings
-from fabric.importing import import_text
 from fabric.latest import latest_key
 from fabric.models import GPU, HCA, Cluster, GpuMetric, Node, PortMetric
 from tests.collectors.fake_nvml import FakeNvml, h100

@@ -13,8 +13,8 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from fabric.adapters import export_input_for_cluster
-from fabric.importing import import_text
+from fabric.actions.imports import import_text
+from fabric.graph_from_db import export_input_for_cluster
 from fabric.models import Cluster, Node
 from fabric.topology.export import render
 

@@ -16,8 +16,8 @@ import pytest
 from django.core.cache import cache
 
 from fabric import actions, events, tasks
+from fabric.actions.imports import import_text
 from fabric.collectors.samples import HcaSample, NodeSample, PortSample, sample_from_dict
-from fabric.importing import import_text
 from fabric.ingest import HCA_ELSEWHERE, ingest_samples
 from fabric.latest import latest_key
 from fabric.models import HCA, Alert, Cluster, Node, PortMetric

@@ -16,8 +16,8 @@ import pytest
 from django.db import connections, transaction
 
 from fabric import actions
+from fabric.actions.imports import import_text
 from fabric.importers.ibnetdiscover import parse_ibnetdiscover
-from fabric.importing import import_text
 from fabric.models import HCA, Cluster, Node
 from tests.processes import database_url
 

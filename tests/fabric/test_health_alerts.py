@@ -102,7 +102,7 @@ def test_port_down_takes_the_link_down(cluster):
 
 def test_erroring_link_reaches_the_scheduler_snapshot(cluster):
     from scheduler.actions import ensure_scheduler
-    from scheduler.adapters import build_snapshot
+    from scheduler.snapshot_from_db import build_snapshot
 
     ensure_scheduler(cluster)
     port = (

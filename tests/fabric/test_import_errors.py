@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from fabric.actions.imports import import_text
 from fabric.importers.types import ParseError
-from fabric.importing import import_text
 from fabric.models import Cluster, ImportRecord, Link, Port, Switch
 
 ROOT = Path(__file__).resolve().parents[2]

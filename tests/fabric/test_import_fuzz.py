@@ -11,8 +11,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from fabric.actions import ActionError
+from fabric.actions.imports import import_text
 from fabric.importers.types import ParseError
-from fabric.importing import import_text
 from fabric.models import HCA, Link, Node, Port, Switch
 from tests.importers.test_fuzz import mutated
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from fabric import actions
-from fabric.adapters import fabric_for_cluster
+from fabric.actions.imports import import_text
 from fabric.choices import CaKind, LinkState
-from fabric.importing import import_text
+from fabric.graph_from_db import fabric_for_cluster
 from fabric.models import HCA, Cluster, Link, Node, Port
 from fabric.topology.report import analyse
 

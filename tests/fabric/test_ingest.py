@@ -93,7 +93,7 @@ def test_link_down_alert_takes_the_link_down(node):
 
 def test_scheduler_snapshot_reads_live_load(node):
     from scheduler.actions import ensure_scheduler
-    from scheduler.adapters import build_snapshot
+    from scheduler.snapshot_from_db import build_snapshot
 
     cluster, port = node
     ensure_scheduler(cluster)

@@ -10,7 +10,7 @@ import pytest
 from celery import shared_task
 
 from clusterctl.embedded import EmbeddedCelery
-from fabric import twin_adapter
+from fabric import stored_twin
 from fabric.ingest import forget_liveness
 from fabric.latest import last_seen
 from fabric.models import Alert, Node
@@ -37,7 +37,7 @@ def wait_for(predicate, timeout: float) -> bool:
 
 def test_a_stalled_worker_takes_no_node_down(settings):
     settings.TELEMETRY_UNREACHABLE_POLLS, settings.TELEMETRY_DOWN_POLLS = 3, 10  # down after 5 s at 0.5 s polls
-    twin_adapter.forget_twins()
+    stored_twin.forget_twins()
     cluster = fat_tree("stall", nodes=4, gpus_per_node=8, leaf_ports=16)
     hosts = set(Node.objects.filter(cluster=cluster).values_list("hostname", flat=True))
     try:

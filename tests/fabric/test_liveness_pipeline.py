@@ -128,7 +128,7 @@ def test_a_node_silent_while_the_others_answer_goes_unreachable_then_down(cluste
 
 
 def test_a_down_node_leaves_schedulable_capacity(cluster, clock):
-    from scheduler.adapters import build_snapshot
+    from scheduler.snapshot_from_db import build_snapshot
 
     gone = hosts(cluster)[0]
     SILENT.add(gone)

@@ -11,7 +11,7 @@ import pytest
 from scheduler.launch.agent import AgentConfig, NodeAgent
 from scheduler.launch.container import ContainerLauncher
 from scheduler.launch.env import LaunchSettings
-from scheduler.launch.state import LaunchError
+from scheduler.launch.run_dir import LaunchError
 from tests.launch.test_agent import GPUS, payload
 from tests.launch.test_container import IMAGE, FakeEngine, job_spec
 from tests.launch.test_lifecycle import placed, sent, site  # noqa: F401 (fixtures)

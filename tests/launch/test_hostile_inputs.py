@@ -17,7 +17,7 @@ from scheduler.launch.agent import AgentConfig, NodeAgent
 from scheduler.launch.container import ContainerLauncher, ContainerSpec, EngineResult
 from scheduler.launch.env import LaunchEnvError, LaunchSettings, check_job_env, environment_problem
 from scheduler.launch.process import SHIM, LaunchSpec, ProcessLauncher
-from scheduler.launch.state import LaunchError
+from scheduler.launch.run_dir import LaunchError
 from tests.launch.helpers import wait_for
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"

@@ -10,7 +10,7 @@ import pytest
 from scheduler.launch.env import GpuShare
 from scheduler.launch.ledger import NodeLedger
 from scheduler.launch.process import ProcessLauncher
-from scheduler.launch.state import LaunchError, LaunchRefused, RunState, boot_id, create_time, write_state
+from scheduler.launch.run_dir import LaunchError, LaunchRefused, RunState, boot_id, create_time, write_state
 from tests.launch.helpers import wait_for
 
 GPUS = ("GPU-aaaa", "GPU-bbbb", "GPU-cccc")

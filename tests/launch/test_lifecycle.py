@@ -15,10 +15,10 @@ from fabric.models import GPU
 from scheduler import actions, enqueue, tasks
 from scheduler.actions import launches as lifecycle
 from scheduler.actions.allocations import ShareSpec
-from scheduler.adapters import build_snapshot
 from scheduler.choices import JobStatus
 from scheduler.models import Allocation, Job, JobEvent, Launch, PriorityClass
 from scheduler.rounds import run_round
+from scheduler.snapshot_from_db import build_snapshot
 from tests.factories import fat_tree
 
 pytestmark = pytest.mark.django_db

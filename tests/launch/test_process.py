@@ -13,7 +13,7 @@ import pytest
 
 from scheduler.launch.env import GpuShare
 from scheduler.launch.process import ProcessLauncher, tail_lines
-from scheduler.launch.state import LaunchError, LaunchRefused, RunState, boot_id, create_time, write_state
+from scheduler.launch.run_dir import LaunchError, LaunchRefused, RunState, boot_id, create_time, write_state
 from tests.launch.helpers import gone, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]

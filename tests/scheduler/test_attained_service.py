@@ -15,12 +15,12 @@ from types import SimpleNamespace
 import pytest
 from django.utils import timezone
 
-import scheduler.adapters
+import scheduler.snapshot_from_db
 from fabric import actions as fabric_actions
 from scheduler import actions
-from scheduler.adapters import build_snapshot
 from scheduler.models import Allocation, Job
 from scheduler.rounds import run_round
+from scheduler.snapshot_from_db import build_snapshot
 
 pytestmark = pytest.mark.django_db
 
@@ -32,7 +32,7 @@ def at(monkeypatch):
     """at(t): the clock of the actions and the adapter reads EPOCH + t seconds from now on."""
     clock = {"t": 0.0}
     monkeypatch.setattr(timezone, "now", lambda: datetime.fromtimestamp(EPOCH + clock["t"], UTC))
-    monkeypatch.setattr(scheduler.adapters, "time", SimpleNamespace(time=lambda: EPOCH + clock["t"]))
+    monkeypatch.setattr(scheduler.snapshot_from_db, "time", SimpleNamespace(time=lambda: EPOCH + clock["t"]))
 
     def set_time(t: float) -> None:
         clock["t"] = t

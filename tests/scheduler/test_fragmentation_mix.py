@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from scheduler import actions
-from scheduler.adapters import _request_mix, build_snapshot
 from scheduler.choices import SharingMode
 from scheduler.models import Job
+from scheduler.snapshot_from_db import _request_mix, build_snapshot
 
 T0 = datetime(2024, 1, 1, 12, 0, tzinfo=UTC)  # on the hour: ages below are exact
 

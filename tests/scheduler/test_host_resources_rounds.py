@@ -13,12 +13,12 @@ from django.test.utils import CaptureQueriesContext
 
 from fabric import actions as fabric_actions
 from fabric.models import Node
-from scheduler import actions, adapters
-from scheduler.adapters import build_snapshot
+from scheduler import actions, snapshot_from_db
 from scheduler.choices import SharingMode
 from scheduler.models import Allocation
 from scheduler.rounds import run_round
 from scheduler.selectors import queue_info
+from scheduler.snapshot_from_db import build_snapshot
 
 pytestmark = pytest.mark.django_db
 GIB_512 = 515_797  # MiB: MemTotal of a 512 GiB server
@@ -67,8 +67,8 @@ def test_the_request_mix_carries_host_figures(cluster, nodes, tenant, normal):
 
 def test_snapshot_queries_do_not_grow_with_jobs_that_ask_host_resources(cluster, nodes, submit):
     def count() -> int:
-        adapters._ROWS.clear()
-        adapters._REQUESTS.clear()
+        snapshot_from_db._ROWS.clear()
+        snapshot_from_db._REQUESTS.clear()
         with CaptureQueriesContext(connection) as queries:
             build_snapshot(cluster.pk)
         return len(queries)

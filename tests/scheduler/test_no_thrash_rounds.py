@@ -14,10 +14,10 @@ from django.db.models import F
 from django.utils import timezone
 
 from scheduler import actions
-from scheduler.adapters import build_snapshot
 from scheduler.models import Allocation, Job, PriorityClass, SchedulingRound
 from scheduler.rounds import run_round
 from scheduler.selectors import queue_info
+from scheduler.snapshot_from_db import build_snapshot
 from tests.factories import fat_tree
 
 pytestmark = pytest.mark.django_db

@@ -32,14 +32,13 @@ from types import SimpleNamespace
 import pytest
 from django.utils import timezone
 
-import scheduler.adapters
 import scheduler.rounds
 import scheduler.sim.engine_policy as engine_policy
+import scheduler.snapshot_from_db
 from fabric import actions as fabric_actions
 from fabric.models import Node
 from fabric.topology.types import Fabric
 from scheduler import actions
-from scheduler.adapters import build_snapshot
 from scheduler.core import schedule
 from scheduler.core.topology import build_topology
 from scheduler.core.types import Config, Decisions, Snapshot
@@ -49,6 +48,7 @@ from scheduler.sim.cluster import SimCluster, build_cluster, parse_cluster_spec
 from scheduler.sim.engine_policy import EnginePolicy
 from scheduler.sim.simulator import DONE, WAITING, Simulator
 from scheduler.sim.traces import Trace, load_trace
+from scheduler.snapshot_from_db import build_snapshot
 from tests.factories import fat_tree
 
 pytestmark = pytest.mark.django_db
@@ -76,7 +76,7 @@ class Clock:
 def clock(monkeypatch) -> Clock:
     c = Clock()
     monkeypatch.setattr(timezone, "now", c.now)
-    monkeypatch.setattr(scheduler.adapters, "time", SimpleNamespace(time=c.time))
+    monkeypatch.setattr(scheduler.snapshot_from_db, "time", SimpleNamespace(time=c.time))
     return c
 
 

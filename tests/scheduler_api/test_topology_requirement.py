@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from scheduler import actions
-from scheduler.adapters import build_snapshot
 from scheduler.models import Job
+from scheduler.snapshot_from_db import build_snapshot
 from tests.factories import fat_tree
 from tests.scheduler_api.helpers import JOBS, token_client
 

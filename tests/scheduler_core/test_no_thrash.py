@@ -1,5 +1,5 @@
 """No thrashing (issue 12, point 4): consecutive rounds with the engine's state carried over the way the
-production adapter carries it (scheduler/adapters.py reads back what scheduler/actions/apply.py wrote).
+production adapter carries it (scheduler/snapshot_from_db.py reads back what scheduler/actions/apply.py wrote).
 
 The livelock, as found by a race of concurrent submitters: a borrowing tenant "b" fills node n1 with 1-GPU
 jobs of a higher priority class; tenant "a", under its guarantee, submits a 1-GPU job; a gang of tenant "c"

@@ -5,7 +5,7 @@ fabric from tests/fixtures), makes an operator login, and serves UI, admin and A
 
 While it serves, the cluster is alive: a Celery worker and beat run as threads of this process on the in-memory
 broker (clusterctl/embedded.py). Beat polls every node of every cluster through the twin collector (a simulated
-cluster driven by the jobs the scheduler placed, fabric/twin_adapter.py) every --poll-interval seconds, runs
+cluster driven by the jobs the scheduler placed, fabric/stored_twin.py) every --poll-interval seconds, runs
 scheduling rounds, and the twin's faults (a flapping link, a GPU XID, a link whose symbol errors climb) raise
 alerts that clear once the fault has been gone for --hold-down seconds.
 """
@@ -28,10 +28,10 @@ from django.utils import timezone
 
 from clusterctl import tokens as api_tokens
 from clusterctl.embedded import EmbeddedCelery
-from fabric import actions, twin_adapter
+from fabric import actions, stored_twin
+from fabric.actions.imports import import_text
 from fabric.collectors.twin_model import FLAP
 from fabric.importers import read_text
-from fabric.importing import import_text
 from fabric.models import Alert, Cluster, Node
 from scheduler import actions as sched
 from scheduler.models import Job, Pool, PriorityClass, Tenant
@@ -117,8 +117,8 @@ class Command(BaseCommand):
         if rate <= 0 or "TWIN_FAULT_RATE" in os.environ:
             return
         try:
-            fault = twin_adapter.schedule_fault(Cluster.objects.get(name="demo").pk, FLAP, in_s=in_s, duration=duration)
-        except (Cluster.DoesNotExist, twin_adapter.TwinError) as exc:
+            fault = stored_twin.schedule_fault(Cluster.objects.get(name="demo").pk, FLAP, in_s=in_s, duration=duration)
+        except (Cluster.DoesNotExist, stored_twin.TwinError) as exc:
             self.stderr.write(f"live: no first fault ({exc})")
             return
         self.stdout.write(

@@ -4,7 +4,7 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from fabric.adapters import fabric_for_cluster
+from fabric.graph_from_db import fabric_for_cluster
 from fabric.models import Cluster
 from fabric.topology import analyse, render_text
 

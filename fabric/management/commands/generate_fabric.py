@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from clusterctl.celery import tasks_left_to_the_server
 from fabric.actions import generate_fabric, no_progress
-from fabric.topology.rates import SPEEDS
+from fabric.topology.link_speeds import SPEEDS
 
 
 class Command(BaseCommand):

@@ -8,8 +8,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from clusterctl.celery import tasks_left_to_the_server
 from fabric.actions import ActionError
+from fabric.actions.imports import ALL_FORMATS, import_text
 from fabric.importers import read_text
-from fabric.importing import ALL_FORMATS, ParseError, import_text
+from fabric.importers.types import ParseError
 
 
 class Command(BaseCommand):

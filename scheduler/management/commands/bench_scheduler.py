@@ -20,11 +20,11 @@ from django.core.management.base import BaseCommand
 from fabric import actions as fabric_actions
 from fabric.models import Cluster
 from scheduler import actions
-from scheduler.adapters import build_snapshot
 from scheduler.choices import ACTIVE_STATUSES
 from scheduler.core import schedule
 from scheduler.models import Job, PriorityClass
 from scheduler.rounds import run_round
+from scheduler.snapshot_from_db import build_snapshot
 
 SIZES = [(1, 0.40), (2, 0.15), (4, 0.15), (8, 0.20), (16, 0.06), (32, 0.03), (64, 0.01)]
 

@@ -194,7 +194,7 @@ class Command(BaseCommand):
     # ------------------------------------------------------------------ adapters
 
     def _cluster(self, spec: str, gpu_model: str, link_rate: str) -> SimCluster:
-        from scheduler.sim_tasks import inventory_cluster
+        from scheduler.policy_lab import inventory_cluster
 
         try:
             return resolve_cluster(spec, gpu_model, link_rate, inventory=inventory_cluster)

@@ -25,7 +25,6 @@ from django.conf import settings
 from django.core.cache import cache
 
 from fabric.models import Cluster
-from scheduler.adapters import build_snapshot
 from scheduler.sim.cluster import SimCluster
 from scheduler.sim.fractional import POLICIES as FRACTIONAL_POLICIES
 from scheduler.sim.policies import POLICY_NAMES
@@ -40,6 +39,7 @@ from scheduler.sim.run import (
 )
 from scheduler.sim.suite import find_in, run_suite, select_cases
 from scheduler.sim.traces import load_trace
+from scheduler.snapshot_from_db import build_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ def release_slot(record: dict[str, Any]) -> None:
 
 
 @shared_task(
-    name="scheduler.sim_tasks.whatif_replay",
+    name="scheduler.policy_lab.whatif_replay",
     ignore_result=True,
     acks_late=False,  # a run lost with its worker is reported stale, never replayed again and again
     soft_time_limit=TIMEOUT_S + 30,

@@ -5,7 +5,7 @@ the hardware of every node at once, so it runs where the database is: in the emb
 process; elsewhere run `TELEMETRY_COLLECTOR=twin` with node queues off (TELEMETRY_NODE_QUEUES=0) so the polls
 reach a central worker. The simulated cluster is held in process memory, one model per cluster:
 
-* fabric: `fabric.adapters.fabric_for_cluster`, every link taken as physically up. The twin is the hardware;
+* fabric: `fabric.graph_from_db.fabric_for_cluster`, every link taken as physically up. The twin is the hardware;
   the database's link states are what the control plane believes, written by the alerts the twin's own samples
   raise, so reading them back would keep a flapped link down for good. The twin's faults take links down.
   HCA ports are named as stored (`HCA.device`, `Port.number`), switch ports by switch GUID and port number.
@@ -37,10 +37,10 @@ from django.conf import settings
 from django.db.models import Count, Max, Sum
 
 from fabric import providers
-from fabric.adapters import fabric_for_cluster
 from fabric.choices import CaKind
 from fabric.collectors.samples import NodeSample
 from fabric.collectors.twin_model import XID, TwinFault, TwinGpu, TwinJob, TwinModel
+from fabric.graph_from_db import fabric_for_cluster
 from fabric.models import GPU, HCA, Cluster, ImportRecord, Link, Node, Port, Switch
 
 JOB_REFRESH_S = 1.0

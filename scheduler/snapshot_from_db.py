@@ -15,9 +15,9 @@ from django.db.models import Count, Q
 from django.db.models.functions import TruncHour
 from django.utils import timezone
 
-from fabric.adapters import fabric_for_cluster
 from fabric.choices import GpuHealth, NodeRole
 from fabric.choices import NodeState as NodeStatus
+from fabric.graph_from_db import fabric_for_cluster
 from fabric.latest import latest_utilisation
 from fabric.models import GPU, Alert, Node, NodeTopology
 from fabric.selectors import fabric_version, link_for_alert_key
