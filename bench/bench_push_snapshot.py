@@ -54,6 +54,7 @@ def main() -> None:
     from django.core.management import call_command
 
     from dashboard import broadcast
+    from dashboard.topics import FABRIC_TOPICS
     from fabric import stored_twin
     from fabric.collectors.samples import FABRIC_SOURCE
     from fabric.ingest import ingest_samples
@@ -76,7 +77,7 @@ def main() -> None:
         cluster_id = Cluster.objects.get(name="demo").pk
         poll(cluster_id)
         print(f"{n} servers: demo built and polled in {time.perf_counter() - t0:.1f} s")
-        for topic in broadcast.FABRIC_TOPICS:
+        for topic in FABRIC_TOPICS:
             group = broadcast.fabric_group(cluster_id)
             builds, encodes, sent = [], [], []
             for _ in range(args.runs):
@@ -100,10 +101,10 @@ def main() -> None:
         from dashboard import selectors
 
         t1 = time.perf_counter()
-        current = selectors.build(cluster_id, broadcast.FABRIC_TOPICS)
+        current = selectors.build(cluster_id, FABRIC_TOPICS)
         build_ms = (time.perf_counter() - t1) * 1000
         deltas = {}
-        for topic in broadcast.FABRIC_TOPICS:
+        for topic in FABRIC_TOPICS:
             kind, data = broadcast.diff(topic, cache.get(broadcast.state_key(cluster_id, topic)), current[topic])
             if kind:
                 frame = {"type": kind, "topic": topic, "seq": 1, "data": data}

@@ -24,16 +24,16 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import redis
 from django.conf import settings
 from django.core.cache import cache
+from redis.exceptions import LockError
 
 _local_lock = threading.Lock()
 
 
 @functools.cache
 def _redis(url: str):
-    import redis
-
     return redis.Redis.from_url(url)
 
 
@@ -95,8 +95,6 @@ class TaskLock:
 
     def _extend(self) -> bool:
         if self._redis_lock is not None:
-            from redis.exceptions import LockError
-
             try:
                 self._redis_lock.reacquire()
             except LockError:
@@ -115,8 +113,6 @@ class TaskLock:
             self._renewer.join()
             self._renewer = None
         if self._redis_lock is not None:
-            from redis.exceptions import LockError
-
             try:
                 self._redis_lock.release()
             except LockError:  # not ours any more: the Lua script left the other run's token alone

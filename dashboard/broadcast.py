@@ -32,18 +32,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 from asgiref.sync import async_to_sync
+from celery import current_app
 from channels.layers import get_channel_layer
 from django.core.cache import cache
 from django.db import transaction
 
 from clusterctl import outages
+from dashboard import selectors
+from dashboard.topics import FABRIC_TOPICS, TOPICS
+from scheduler.models import Tenant
 
 log = logging.getLogger(__name__)
 
-FABRIC_TOPICS: tuple[str, ...] = ("overview", "fabric", "gpus", "alerts")
-QUEUE_TOPICS: tuple[str, ...] = ("queue",)
-TOPICS: tuple[str, ...] = FABRIC_TOPICS + QUEUE_TOPICS
 
+BROADCAST_TASK = "dashboard.tasks.broadcast"
 INTERVAL_S = 1.0  # at most one message per group per this many seconds
 EARLY_S = 0.05  # a task this much early still runs (timer jitter)
 SCHEDULED_TTL_S = 15  # a scheduled task lost with its worker blocks new ones this long at most
@@ -105,9 +107,7 @@ def _topics(topics: Iterable[str] | str) -> tuple[str, ...]:
 
 
 def _eager() -> bool:
-    from dashboard.tasks import broadcast
-
-    return bool(broadcast.app.conf.task_always_eager)
+    return bool(current_app.conf.task_always_eager)
 
 
 #
@@ -150,9 +150,8 @@ def schedule(cluster_id: int) -> float | None:
 
 
 def _enqueue(cluster_id: int, countdown: float) -> None:
-    from dashboard.tasks import broadcast
-
-    broadcast.apply_async((cluster_id,), countdown=round(countdown, 3))
+    # By name: dashboard.tasks imports this module (DashboardConfig.ready loads both).
+    current_app.tasks[BROADCAST_TASK].apply_async((cluster_id,), countdown=round(countdown, 3))
 
 
 def on_fabric_event(cluster_id: int, payload: dict[str, Any]) -> None:
@@ -214,8 +213,6 @@ def flush(cluster_id: int, *, now: float | None = None, eager: bool | None = Non
 
 
 def _broadcast(cluster_id: int, topics: tuple[str, ...], now: float) -> dict[str, Any]:
-    from dashboard import selectors
-
     ring = (cache.get(_key(cluster_id, "trend")) or {"points": [], "t": 0.0}) if "overview" in topics else None
     current = selectors.build(cluster_id, topics, trend=ring["points"] if ring else None)
     if current is None:  # the cluster is gone
@@ -252,8 +249,6 @@ def _append_trend(ring: dict, point: dict, now: float) -> dict:
 
 
 def _send_queue(cluster_id: int, before: dict | None, after: dict) -> dict[str, int]:
-    from scheduler.models import Tenant
-
     sent: dict[str, int] = {}
     kind, data = diff("queue", before, after)
     if kind:
@@ -657,8 +652,6 @@ def snapshot_frames(
 ) -> list[dict] | None:
     """One snapshot frame per topic, from the broadcaster's baseline (built and stored when missing), carrying
     the group's current seq: the deltas that follow on the socket continue from seq + 1. None: no such cluster."""
-    from dashboard import selectors
-
     wanted = _topics(topics)
     seq = cache.get(seq_key(group)) or 0  # before the baselines: see _broadcast
     keys = {t: state_key(cluster_id, t) for t in wanted}

@@ -22,6 +22,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 
 from dashboard import broadcast
 from dashboard.selectors import cluster_exists
+from dashboard.topics import FABRIC_TOPICS, QUEUE_TOPICS
 from scheduler.api.access import tenant_of
 
 log = logging.getLogger(__name__)
@@ -126,7 +127,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
 class FabricConsumer(LiveConsumer):
     """`/ws/clusters/<id>/fabric/`: operators only; overview, fabric, GPUs, alerts."""
 
-    topics = broadcast.FABRIC_TOPICS
+    topics = FABRIC_TOPICS
 
     def authorise(self, user) -> int | None:
         if not user.is_staff:
@@ -140,7 +141,7 @@ class FabricConsumer(LiveConsumer):
 class QueueConsumer(LiveConsumer):
     """`/ws/clusters/<id>/queue/`: operators see every job, a tenant member its tenant's jobs only."""
 
-    topics = broadcast.QUEUE_TOPICS
+    topics = QUEUE_TOPICS
 
     def authorise(self, user) -> int | None:
         tenant = None if user.is_staff else tenant_of(user)

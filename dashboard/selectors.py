@@ -31,7 +31,7 @@ from functools import cached_property
 from django.db.models import Count, Exists, Max, Min, OuterRef, Q
 from django.utils import timezone
 
-from dashboard.broadcast import TOPICS
+from dashboard.topics import TOPICS
 from fabric.choices import AlertSeverity, CaKind, GpuHealth, LinkState, NodeState, RoleSource
 from fabric.collectors.samples import FABRIC_SOURCE
 from fabric.latest import node_loads

@@ -13,6 +13,7 @@ import threading
 from collections import defaultdict, deque
 from functools import cache
 
+import redis
 from django.conf import settings
 
 INBOX_TTL_S = 3600  # results nobody drained for an hour are stale anyway
@@ -24,8 +25,6 @@ def _key(cluster_id: int) -> str:
 
 @cache
 def _redis():
-    import redis
-
     return redis.Redis.from_url(settings.REDIS_URL)
 
 

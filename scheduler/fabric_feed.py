@@ -1,5 +1,6 @@
-"""What the scheduler tells the fabric (registered in `SchedulerConfig.ready` with `fabric.providers`): the jobs
-the twin runs, and the pools' section of a cluster's live load."""
+"""What the scheduler tells the fabric and hears from it (registered in `SchedulerConfig.ready` with
+`fabric.providers` and `fabric.events`): the jobs the twin runs, the pools' section of a cluster's live load, and a
+round when capacity moved."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from fabric.collectors.twin_model import TwinJob
 from fabric.models import Cluster
 from fabric.stored_twin import ALLREDUCE_GBPS_PER_GPU, MIG_SLICES
 from scheduler.choices import ACTIVE_STATUSES, ShareKind
-from scheduler.models import Allocation, Pool
+from scheduler.enqueue import request_round
+from scheduler.models import Allocation, ClusterScheduler, Pool
 from scheduler.selectors import pool_load
 
 
@@ -56,3 +58,9 @@ def pools_load(cluster: Cluster) -> list[dict]:
     pools = list(Pool.objects.filter(cluster=cluster).order_by("name"))
     loads = pool_load(pools)
     return [{"pool": p.name, "id": p.pk, **loads[p.pk]} for p in pools]
+
+
+def on_fabric_changed(cluster_id: int, payload: dict) -> None:
+    """Node drained or down, GPU health or inventory changed: capacity moved, so schedule again."""
+    if ClusterScheduler.objects.filter(cluster_id=cluster_id).exists():
+        request_round(cluster_id, f"fabric: {payload.get('kind', 'changed')}")

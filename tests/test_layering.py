@@ -111,3 +111,48 @@ def test_only_ingest_writes_the_latest_state_cache():
             if "latest.store(" in text or ("import store" in text and "fabric.latest" in text):
                 found.append(str(path.relative_to(ROOT)))
     assert found == ["fabric/ingest.py"]
+
+
+# An import inside a function hides a dependency from the module's head; it is allowed only with its reason
+# written beside it (a cycle it breaks, an optional or heavy library, the app registry not ready yet).
+APPS = ("clusterctl", "fabric", "scheduler", "dashboard")
+
+
+def unexplained_local_imports(path: Path) -> list[str]:
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    found = []
+    for fn in ast.walk(ast.parse(text, filename=str(path))):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(fn):
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            # The reason may stand on the import's line, or above the block of imports it belongs to.
+            i = node.lineno - 1
+            explained = "#" in lines[i]
+            while not explained and i > 0:
+                above = lines[i - 1].strip()
+                explained = above.startswith("#") or ("#" in above and above.startswith(("import ", "from ")))
+                if not above.startswith(("import ", "from ")):
+                    break
+                i -= 1
+            if not explained:
+                found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+def test_every_import_inside_a_function_says_why():
+    found = []
+    for app in APPS:
+        for path in sorted((ROOT / app).rglob("*.py")):
+            if "migrations" not in path.parts:
+                found += [f"{path.parent.relative_to(ROOT)}/{f}" for f in unexplained_local_imports(path)]
+    assert found == []
+
+
+def test_the_local_import_check_sees_one_without_a_reason(tmp_path):
+    bare = "def f():\n    import json\n    return json\n"
+    explained = "def g():\n    # optional: heavy to import\n    import csv\n    return csv\n"
+    (tmp_path / "mod.py").write_text(bare + "\n\n" + explained)
+    assert unexplained_local_imports(tmp_path / "mod.py") == ["mod.py:2"]

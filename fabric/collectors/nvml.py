@@ -53,7 +53,7 @@ class NvmlCollector:
     # -- plumbing ------------------------------------------------------------------------------------------
     def _module(self) -> Any:
         if self._nvml is None:
-            import pynvml  # nvidia-ml-py
+            import pynvml  # on first use: an agent without nvidia-ml-py still starts and reports no GPUs
 
             self._nvml = pynvml
         return self._nvml

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
+from fabric.collectors.combined import AutoCollector, CombinedCollector
 from fabric.collectors.samples import NodeSample
 
 AUTO = "auto"
@@ -74,8 +75,6 @@ def get_collector(name: str, **options: Any) -> Collector:
     constructor accepts. For several (and auto), each option goes to every part that takes it (--root to sysfs-ib,
     ...; auto's own: pci_root, nvidia_proc) and each part also gets its own COLLECTOR_OPTIONS entry under them, as
     poll_node gives a single collector its entry; an option none of them takes is refused."""
-    from fabric.collectors.combined import AutoCollector, CombinedCollector
-
     given = {k: v for k, v in options.items() if v is not None}
     names = collector_parts(name)
     if names != [AUTO] and len(names) == 1:

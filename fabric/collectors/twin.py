@@ -38,6 +38,8 @@ class TwinCollector:
         try:
             if self.model is not None:
                 return self.model.sample(node, now)
+            # Here, not at the top: stored_twin reads the database, and the collectors package is loaded by node
+            # agents that have none (only the central twin, with no model given, reaches this line).
             from fabric import stored_twin
 
             return stored_twin.sample_node(node, cluster=self.cluster, seed=self.seed, fault_rate=self.fault_rate)
@@ -51,6 +53,8 @@ class TwinCollector:
         try:
             if self.model is not None:
                 return self.model.switch_sample(node, guids, now)
+            # Here, not at the top: stored_twin reads the database, and the collectors package is loaded by node
+            # agents that have none (only the central twin, with no model given, reaches this line).
             from fabric import stored_twin
 
             return stored_twin.sample_switches(

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from django.db import transaction
 
+from fabric.actions import delete_cluster as delete_inventory
 from fabric.models import Cluster, Node
 from scheduler.actions.allocations import ensure_cluster_ledgers
 from scheduler.actions.errors import ActionError
@@ -100,8 +101,6 @@ def set_quota(tenant: Tenant, pool: Pool, *, guaranteed_gpus: int, borrow_limit:
 @transaction.atomic
 def delete_cluster(cluster: Cluster) -> None:
     """Remove a cluster with its scheduling history (jobs, allocations, pools), then its inventory."""
-    from fabric.actions import delete_cluster as delete_inventory
-
     MigSliceClaim.objects.filter(gpu__node__cluster=cluster).delete()
     Job.objects.filter(pool__cluster=cluster).delete()
     Pool.objects.filter(cluster=cluster).delete()

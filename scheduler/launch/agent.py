@@ -73,7 +73,7 @@ def nvml_inventory(nvml: Any = None) -> NodeInventory | None:
     """The node's GPUs and MIG instances from NVML; None where NVML is not there (no driver, no GPU)."""
     try:
         if nvml is None:
-            import pynvml as nvml  # nvidia-ml-py
+            import pynvml as nvml  # on first use: a node without nvidia-ml-py has no GPUs (None below)
         nvml.nvmlInit()
     except Exception:  # ImportError, NVMLError (no driver), OSError (no library)
         return None

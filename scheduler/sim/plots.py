@@ -11,10 +11,11 @@ from scheduler.sim.metrics import ReplayResult
 
 
 def write_plots(results: list[ReplayResult], folder: str | Path, title: str = "") -> list[Path]:
+    # Here, not at the top: matplotlib is the optional `plot` extra and takes half a second to import.
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # after use("Agg"): pyplot picks its backend when first imported
 
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)

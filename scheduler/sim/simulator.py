@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from scheduler.core.topology import LEVEL_LEAF_GROUP
 from scheduler.sim.cluster import SimCluster
+from scheduler.sim.metrics import ReplayResult, summarise
 from scheduler.sim.runtime import RuntimeModel, RuntimeParams, Work
 from scheduler.sim.traces.base import Trace, TraceJob
-
-if TYPE_CHECKING:  # pragma: no cover
-    from scheduler.sim.metrics import ReplayResult
 
 WAITING, PENDING, RUNNING, STOPPING, DONE = "waiting", "pending", "running", "stopping", "done"
 INF = math.inf
@@ -340,8 +338,6 @@ class Simulator:
     # ------------------------------------------------------------------ the loop
 
     def run(self) -> ReplayResult:
-        from scheduler.sim.metrics import summarise
-
         policy = self.policy
         policy.bind(self)
         jobs = sorted(self.jobs, key=lambda j: (j.submit, j.id))

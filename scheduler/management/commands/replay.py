@@ -30,53 +30,45 @@ import json
 import sys
 from pathlib import Path
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from tqdm import tqdm
 
+from scheduler.policy_lab import inventory_cluster
 from scheduler.sim import load_trace, parse_policies
 from scheduler.sim.cluster import SimCluster
 from scheduler.sim.engine_policy import DEFAULT_ROUND_S
+from scheduler.sim.fractional import format_fractional
+from scheduler.sim.plots import write_plots
 from scheduler.sim.report import format_table
 from scheduler.sim.run import DEFAULT_POLICIES, UnknownCluster, resolve_cluster, run_fractional_file, run_jct
-from scheduler.sim.suite import ALL_KEYS
+from scheduler.sim.suite import ALL_KEYS, find_in, format_suite, run_suite, select_cases
 from scheduler.sim.traces import KINDS
 
 
 class _Progress:
-    """One progress bar per policy on stderr (tqdm; a plain counter if tqdm is missing)."""
+    """One progress bar per policy on stderr (tqdm)."""
 
     def __init__(self, enabled: bool, stream) -> None:
         self.enabled = enabled
         self.stream = stream
-        self.bars: dict[str, object] = {}
+        self.bars: dict[str, tqdm] = {}
 
     def __call__(self, policy: str, done: int, total: int) -> None:
         if not self.enabled:
             return
         bar = self.bars.get(policy)
         if bar is None:
-            try:
-                from tqdm import tqdm
-            except ImportError:  # pragma: no cover - tqdm is a pinned dependency
-                bar = self.bars[policy] = [0]
-            else:
-                bar = self.bars[policy] = tqdm(
-                    total=total, desc=f"{policy:>14}", unit="job", file=self.stream, leave=True, mininterval=0.2
-                )
-        if isinstance(bar, list):  # pragma: no cover
-            if done == total or done - bar[0] >= max(1, total // 20):
-                bar[0] = done
-                self.stream.write(f"\r{policy}: {done}/{total} jobs")
-                if done == total:
-                    self.stream.write("\n")
-            return
-        bar.update(done - bar.n)  # type: ignore[attr-defined]
+            bar = self.bars[policy] = tqdm(
+                total=total, desc=f"{policy:>14}", unit="job", file=self.stream, leave=True, mininterval=0.2
+            )
+        bar.update(done - bar.n)
         if done >= total:
-            bar.close()  # type: ignore[attr-defined]
+            bar.close()
 
     def close(self) -> None:
         for bar in self.bars.values():
-            if hasattr(bar, "close"):
-                bar.close()  # type: ignore[attr-defined]
+            bar.close()
 
 
 class Command(BaseCommand):
@@ -178,8 +170,6 @@ class Command(BaseCommand):
         trace, results = run.trace, run.results
         plots = []
         if o["plot"]:
-            from scheduler.sim.plots import write_plots
-
             title = f"{trace.kind} on {cluster.label}, network model {o['network_model']}"
             plots = [str(p) for p in write_plots(results, o["plot"], title)]
         if o["json"]:
@@ -194,8 +184,6 @@ class Command(BaseCommand):
     # ------------------------------------------------------------------ adapters
 
     def _cluster(self, spec: str, gpu_model: str, link_rate: str) -> SimCluster:
-        from scheduler.policy_lab import inventory_cluster
-
         try:
             return resolve_cluster(spec, gpu_model, link_rate, inventory=inventory_cluster)
         except UnknownCluster as exc:
@@ -204,8 +192,6 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
 
     def _fractional(self, path: str, o: dict, progress: _Progress) -> None:
-        from scheduler.sim.fractional import format_fractional
-
         if o["cluster_spec"]:
             self.stderr.write("note: the Alibaba replay runs on the trace's own node list; --cluster-spec is ignored")
         try:
@@ -232,10 +218,6 @@ class Command(BaseCommand):
         return False
 
     def _suite(self, o: dict) -> None:
-        from django.conf import settings
-
-        from scheduler.sim.suite import find_in, format_suite, run_suite, select_cases
-
         if o["trace"]:
             raise CommandError("--suite runs the shipped traces; it takes no --trace")
         try:
