@@ -106,10 +106,6 @@ def queue_info(cluster_ids: list[int]) -> dict[int, tuple[int, str]]:
     return {job_id: (e.position, e.reason) for job_id, e in queue_entries(cluster_ids).items()}
 
 
-def queue_positions(cluster_ids: list[int]) -> dict[int, int]:
-    return {job_id: pos for job_id, (pos, _) in queue_info(cluster_ids).items()}
-
-
 class LazyQueue:
     """Queue positions, reasons and start estimates, loaded once per request per cluster, only if a pending job is
     shown."""

@@ -26,7 +26,7 @@ from dataclasses import replace
 from typing import Any
 
 from scheduler.core import mig as miglib
-from scheduler.core.costmodel import oversubscription
+from scheduler.core.costmodel import link_available, oversubscription
 from scheduler.core.topology import (
     LEVEL_FABRIC,
     LEVEL_LEAF_GROUP,
@@ -406,7 +406,6 @@ class ClusterState:
         pod_hot: set[int] = set()
         role = topo.link_role
         util, errs = snap.link_utilisation, snap.link_errors
-        floor = params.min_available
         err_factor = params.error_factor
         get_role = role.get
         for key, u in util.items():
@@ -416,11 +415,7 @@ class ClusterState:
             if info is None:
                 continue
             e = bool(errs.get(key)) if errs else False
-            a = 1.0 - u
-            if a < floor:
-                a = floor
-            if e:
-                a *= err_factor
+            a = link_available(u, e, params)
             r, owner, cap = info
             lost = cap * (1.0 - a)
             if r == ROLE_HOST:

@@ -19,7 +19,7 @@ from fabric.models import GPU, Alert, Link, Node
 from scheduler import actions
 from scheduler.models import Allocation, PriorityClass
 from scheduler.rounds import run_round
-from scheduler.selectors import queue_positions
+from scheduler.selectors import queue_info
 from tests.factories import fat_tree
 
 pytestmark = pytest.mark.django_db
@@ -147,7 +147,7 @@ def test_queue_has_order_reasons_running_nodes_and_links(site):
     run_round(site.cluster.pk, "test")
     fresh = site.submit(site.tenant_a, 1, name="no-round-yet", held=False)
     data = build(site.cluster.pk, "queue")["queue"]
-    assert [j["id"] for j in data["pending"]] == [*queue_positions([site.cluster.pk]), fresh.pk]
+    assert [j["id"] for j in data["pending"]] == [*queue_info([site.cluster.pk]), fresh.pk]
     pending = {j["id"]: j for j in data["pending"]}
     assert {pending[first.pk]["position"], pending[second.pk]["position"]} == {1, 2}
     assert pending[first.pk]["reason"] and pending[fresh.pk]["reason"] == selectors.NO_ROUND_YET
