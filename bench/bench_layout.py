@@ -18,7 +18,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fabric.topology.layout import layout
-from tests.topology.test_layout import fat_tree
+from tests.fabric.topology.test_layout import fat_tree
 
 
 def main() -> None:

@@ -58,14 +58,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out" / "mutation"
 CORES = ("fabric/topology", "fabric/importers", "fabric/telemetry", "scheduler/core")
-TEST_DIRS = ("tests/topology", "tests/importers", "tests/scheduler_core", "tests/telemetry", "tests/sim")
+TEST_DIRS = (
+    "tests/fabric/topology",
+    "tests/fabric/importers",
+    "tests/scheduler/core",
+    "tests/fabric/telemetry",
+    "tests/sim",
+)
 PROJECT_PACKAGES = ("fabric", "scheduler", "clusterctl", "dashboard")
 TIMEOUT_FACTOR = 4.0
 TIMEOUT_EXTRA_S = 20.0
 
 # Tests that cannot judge a mutant: node id prefix -> why.
 DESELECT: dict[str, str] = {
-    "tests/topology/test_layout.py::test_two_thousand_nodes_and_128_switches_lay_out_in_under_50_ms": (
+    "tests/fabric/topology/test_layout.py::test_two_thousand_nodes_and_128_switches_lay_out_in_under_50_ms": (
         "wall-clock bound: fails on a loaded machine whatever the code does"
     ),
 }

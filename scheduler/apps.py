@@ -16,4 +16,3 @@ class SchedulerConfig(AppConfig):
         # The fabric shows jobs (the twin runs them) and pools (a cluster's load) without importing the scheduler.
         providers.register_job_demand(fabric_feed.twin_jobs)
         providers.register_load_section("pools", fabric_feed.pools_load)
-

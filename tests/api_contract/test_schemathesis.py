@@ -20,7 +20,7 @@ from scheduler import actions
 from scheduler.launch.checks import IMAGE_PATTERN
 from scheduler.models import PriorityClass
 from tests.factories import fat_tree
-from tests.scheduler_api.helpers import token_client
+from tests.scheduler.api.helpers import token_client
 
 # Every check of schemathesis' "all", bounded and derandomized so that a run is the same every time. A write the
 # schema allows may still be refused for what a schema cannot say (a pool that does not exist, a cluster name already
@@ -56,7 +56,7 @@ def _load_schema():
 def _without_image_length(node) -> None:
     """Schemathesis folds an image reference's maxLength (255) into its pattern (the OCI grammar), and its Rust
     canonicaliser sometimes refuses the result as an invalid pattern (InvalidRegexPattern for POST /jobs/, seen
-    once in a full run under load, never alone). The length bound is held by tests/scheduler_api/
+    once in a full run under load, never alone). The length bound is held by tests/scheduler/api/
     test_hostile_fields.py; here the image keeps its pattern and loses its maxLength."""
     if isinstance(node, dict):
         if node.get("pattern") == IMAGE_PATTERN:

@@ -3,7 +3,7 @@ server's GPUs through NVML and its IB ports and HCA GUIDs through sysfs, as one 
 and attaches the unnamed HCA whose GUID the agent reports. The agent keeps its collector from poll to poll.
 
 The fabric is PSMN's real X5 capture (89 HCAs with the firmware-default description, so 89 unnamed placeholders); the
-agent's NVML is the fake library (tests/collectors/fake_nvml.py) with two H100s, its sysfs is
+agent's NVML is the fake library (tests/fabric/collectors/fake_nvml.py) with two H100s, its sysfs is
 tests/fixtures/sysfs_infiniband_x5_gluster1 (the node GUID of the X5 HCA r510gluster1, 0x0002c90300080e84)."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from fabric.actions.imports import import_text
 from fabric.collectors.registry import agent_collector, check_settings
 from fabric.latest import latest_key
 from fabric.models import GPU, HCA, Cluster, GpuMetric, Node, PortMetric
-from tests.collectors.fake_nvml import FakeNvml, h100
+from tests.fabric.collectors.fake_nvml import FakeNvml, h100
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 X5 = (FIXTURES / "ibnetdiscover_psmn_x5_unnamed_hcas.topo").read_text()

@@ -1,6 +1,6 @@
 """The fabric exported for schedulers from the database: `manage.py export_topology`, GET /clusters/<id>/topology/,
 the bulk adapter, and Node.nvlink_domain (spec, API) that Slurm's blocks come from. The formats themselves are
-tested pure in tests/topology/test_export*.py and against a real slurmctld in tests/slurm/."""
+tested pure in tests/fabric/topology/test_export*.py and against a real slurmctld in tests/slurm/."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from fabric.actions import ActionError
 from fabric.actions.imports import import_text
 from fabric.importers.types import ParseError
 from fabric.models import HCA, Link, Node, Port, Switch
-from tests.importers.test_fuzz import mutated
+from tests.fabric.importers.test_fuzz import mutated
 
 pytestmark = pytest.mark.django_db
 

@@ -1,5 +1,5 @@
 """Importing other sites' real captures (issue 13) into the database: unnamed HCAs, loopbacks, degraded cables,
-SHARP aggregation nodes. Counts are the hand counts of tests/importers/test_real_fabrics.py."""
+SHARP aggregation nodes. Counts are the hand counts of tests/fabric/importers/test_real_fabrics.py."""
 
 from __future__ import annotations
 
@@ -190,7 +190,7 @@ def test_aggregation_node_is_no_host_no_spof_victim():
     assert victims == {"gpu01"}
 
 
-# --- the NDR DGX fabric (NVIDIA topograph's example.out; hand counts in tests/importers/test_real_fabrics.py) ------
+# --- the NDR DGX fabric (NVIDIA topograph's example.out; hand counts in tests/fabric/importers/test_real_fabrics.py)
 
 
 def test_ndr_dgx_fabric_imports_its_unnamed_hcas_and_aggregation_nodes():

@@ -8,7 +8,7 @@ import pytest
 from scheduler import actions
 from scheduler.models import Launch, PriorityClass
 from tests.factories import fat_tree
-from tests.scheduler_api.helpers import token_client
+from tests.scheduler.api.helpers import token_client
 
 pytestmark = pytest.mark.django_db
 JOBS = "/api/v1/jobs/"

@@ -36,7 +36,7 @@ from scheduler.models import Allocation, GpuLedger, Job, JobEvent, Launch, Prior
 from tests.factories import fat_tree
 from tests.launch.helpers import gone
 from tests.processes import child_env, wait_for
-from tests.scheduler_api.helpers import token_client
+from tests.scheduler.api.helpers import token_client
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

@@ -16,7 +16,7 @@ from clusterctl import outages, throttles
 from scheduler import actions
 from scheduler.models import Job
 from tests.factories import fat_tree
-from tests.scheduler_api.helpers import JOBS, token_client
+from tests.scheduler.api.helpers import JOBS, token_client
 
 
 @pytest.fixture(autouse=True)

@@ -16,7 +16,7 @@ from scheduler.choices import JobStatus, LaunchState
 from scheduler.models import Launch
 from scheduler.rounds import run_round
 from tests.resilience.conftest import stored, submit
-from tests.scheduler_api.helpers import JOBS
+from tests.scheduler.api.helpers import JOBS
 
 pytestmark = pytest.mark.django_db
 # What follows a commit runs when the request's transaction really commits, inside the request, as in production.

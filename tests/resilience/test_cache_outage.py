@@ -11,7 +11,7 @@ import pytest
 from clusterctl import throttles
 from scheduler.choices import JobStatus
 from tests.resilience.conftest import stored, submit
-from tests.scheduler_api.helpers import JOBS
+from tests.scheduler.api.helpers import JOBS
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ import pytest
 from django.db import OperationalError, connection
 
 from tests.processes import database_url
-from tests.scheduler_api.helpers import JOBS
+from tests.scheduler.api.helpers import JOBS
 
 pytestmark = pytest.mark.django_db
 DETAIL = "the database cannot be reached right now; send the request again in 5 seconds"

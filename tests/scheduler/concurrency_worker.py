@@ -161,7 +161,7 @@ def api_clients(
 
     from scheduler import actions
     from scheduler.models import Job, Tenant
-    from tests.scheduler_api.helpers import JOBS, token_client
+    from tests.scheduler.api.helpers import JOBS, token_client
 
     statuses: Counter = Counter()
     failures: list[str] = []

@@ -26,8 +26,8 @@ from fabric.importers.fattree import generate_fat_tree
 from fabric.topology.convert import fabric_from_parsed
 from fabric.topology.export import ExportInput, build_hierarchy, render
 from fabric.topology.hostlist import compress, expand
-from tests.topology.factories import SX6036
-from tests.topology.test_export import NDR_DGX, _capture
+from tests.fabric.topology.factories import SX6036
+from tests.fabric.topology.test_export import NDR_DGX, _capture
 
 SLURMCTLD = shutil.which("slurmctld") or shutil.which("slurmctld", path="/usr/sbin:/usr/local/sbin")
 MUNGED = shutil.which("munged") or shutil.which("munged", path="/usr/sbin:/usr/local/sbin")

@@ -1,0 +1,334 @@
+"""The fat-tree generator: layout arithmetic by hand, then the analyses on what it builds."""
+
+import itertools
+import re
+from collections import Counter
+
+import pytest
+
+from fabric.importers.fattree import FatTreePlan, generate_fat_tree, plan_fat_tree
+from fabric.importers.types import ParsedFabric, normalise_guid
+from fabric.topology.convert import fabric_from_parsed
+from fabric.topology.distance import LEVEL_CORE, LEVEL_LEAF, LEVEL_POD, Distance, HopIndex
+from fabric.topology.graph import FabricGraph
+from fabric.topology.report import FabricReport, analyse
+from fabric.topology.tiers import detect_tiers
+from tests.fabric.topology.factories import strip_roles
+
+
+@pytest.fixture(scope="module")
+def big() -> ParsedFabric:
+    return generate_fat_tree(2000)
+
+
+@pytest.fixture(scope="module")
+def big_report(big: ParsedFabric) -> FabricReport:
+    return analyse(fabric_from_parsed(big))
+
+
+# --- plan ------------------------------------------------------------------------------------------------------
+
+
+def test_plan_32_dgx_non_blocking():
+    # 64 ports at 1:1 -> 32 down / 32 up. One scalable unit of 32 servers, one leaf per rail: 8 leaves.
+    # 8 leaves x 32 uplinks = 256 cables / 64 spine ports = 4 spines. 8 leaves <= 64: two tiers.
+    assert plan_fat_tree(32, 8) == FatTreePlan(
+        tiers=2,
+        down=32,
+        up=32,
+        hcas_per_node=8,
+        compute_units=1,
+        storage_units=0,
+        leaves=8,
+        leaves_per_pod=8,
+        pods=1,
+        spines_per_pod=(4,),
+        cores_per_group=(),
+    )
+
+
+@pytest.mark.parametrize(("ratio", "down", "up"), [(1.0, 32, 32), (2.0, 42, 21), (3.0, 48, 16), (1.5, 37, 25)])
+def test_port_split(ratio, down, up):
+    # up = floor(64 / (1 + o)), down = floor(up * o): 2:1 -> 21 up, 42 down, one port unused;
+    # 1.5:1 -> 25 up, 37 down (1.48, not 38 = 1.52: the ratio asked for is a ceiling).
+    plan = plan_fat_tree(64, 1, 64, ratio)
+    assert (plan.down, plan.up) == (down, up)
+
+
+def test_plan_2000_dgx_is_three_tiers():
+    # 2000 / 32 = 63 units (the last has 16 servers) x 8 rails = 504 leaves > 64: three tiers.
+    # A spine has 32 ports down, so a pod holds 32 leaves = 4 units: 16 pods (the last 24 leaves),
+    # each with 32 spines (512). Core group k takes spine k of every pod: 15 x 32 + 24 = 504
+    # cables -> 8 cores of 64 ports, 32 groups -> 256 cores.
+    plan = plan_fat_tree(2000, 8)
+    assert (plan.tiers, plan.leaves, plan.pods, plan.leaves_per_pod) == (3, 504, 16, 32)
+    assert plan.spines_per_pod == (32,) * 16
+    assert plan.cores_per_group == (8,) * 32
+    assert (plan.spines, plan.cores) == (512, 256)
+
+
+# --- validation ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"nodes": 0}, "nodes must be"),
+        ({"nodes": 4, "oversubscription": 0.5}, "oversubscription must be >= 1"),
+        ({"nodes": 4, "leaf_ports": 1}, "leaf_ports must be >= 2"),
+        ({"nodes": 4, "leaf_ports": 2, "oversubscription": 2.0}, "too small for oversubscription 2:1"),
+        ({"nodes": 4, "gpu_model": "Z9000"}, "unknown GPU model 'Z9000'"),
+        ({"nodes": 4, "rate": "WARP"}, "unknown rate 'WARP'"),
+        ({"nodes": 4, "gpus_per_node": 0}, "hcas_per_node must be >= 1"),
+        ({"nodes": 4, "storage_nodes": -1}, "storage_nodes must be"),
+        ({"nodes": 200, "leaf_ports": 8, "hcas_per_node": 1}, "pods"),
+    ],
+)
+def test_impossible_designs_are_refused_clearly(kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        generate_fat_tree(**kwargs)
+
+
+# --- what it builds --------------------------------------------------------------------------------------------
+
+
+def test_counts_for_32_dgx():
+    p = generate_fat_tree(32)
+    assert Counter(s.role for s in p.switches) == {"leaf": 8, "spine": 4}
+    assert len(p.cas) == 32 * 8
+    assert len(p.links) == 32 * 8 + 8 * 32  # host cables + leaf uplinks
+    assert {s.port_count for s in p.switches} == {64}
+    assert p.source == "generated"
+
+
+def test_rail_optimised_hca_i_goes_to_leaf_i_of_its_unit():
+    p = generate_fat_tree(40)  # two units: gpu0001-0032 on leaf001-008, gpu0033-0040 on leaf009-016
+    names = {s.guid: s.name for s in p.switches}
+    ca = {c.guid: c for c in p.cas}
+    leaf_of = {}
+    for lk in p.links:
+        if lk.a.node_guid in ca:
+            c = ca[lk.a.node_guid]
+            leaf_of[(c.hostname, c.device)] = names[lk.b.node_guid]
+    assert [leaf_of[("gpu0001", f"mlx5_{i}")] for i in range(8)] == [f"leaf{i:03d}" for i in range(1, 9)]
+    assert leaf_of[("gpu0032", "mlx5_7")] == "leaf008"
+    assert leaf_of[("gpu0033", "mlx5_0")] == "leaf009"
+
+
+def test_no_port_is_used_twice_nor_beyond_the_radix():
+    p = generate_fat_tree(300, leaf_ports=40, oversubscription=2.0, storage_nodes=5, rate="HDR")
+    ends = [(lk.a.node_guid, lk.a.port) for lk in p.links] + [(lk.b.node_guid, lk.b.port) for lk in p.links]
+    assert len(ends) == len(set(ends))
+    switches = {s.guid for s in p.switches}
+    assert all(1 <= port <= 40 for guid, port in ends if guid in switches)
+
+
+def test_every_leaf_has_its_uplinks_and_at_most_down_hosts():
+    p = generate_fat_tree(100, oversubscription=3.0)  # 48 down / 16 up
+    role = {s.guid: s.role for s in p.switches}
+    ups, downs = Counter(), Counter()
+    for lk in p.links:
+        for x, y in ((lk.a, lk.b), (lk.b, lk.a)):
+            if role.get(x.node_guid) == "leaf":
+                (ups if role.get(y.node_guid) == "spine" else downs)[x.node_guid] += 1
+    leaves = [g for g, r in role.items() if r == "leaf"]
+    assert all(ups[g] == 16 for g in leaves)
+    assert max(downs.values()) == 48
+
+
+def test_guids_and_lids_are_unique_and_well_formed():
+    p = generate_fat_tree(64, storage_nodes=2)
+    guids = [s.guid for s in p.switches] + [c.guid for c in p.cas] + [g for c in p.cas for g in c.port_guids.values()]
+    assert len(guids) == len(set(guids))
+    assert all(normalise_guid(g) == g for g in guids)
+    lids = [s.lid for s in p.switches] + [lid for c in p.cas for lid in c.lids.values()]
+    assert len(lids) == len(set(lids))
+
+
+def test_same_arguments_same_fabric():
+    assert generate_fat_tree(16, storage_nodes=2) == generate_fat_tree(16, storage_nodes=2)
+
+
+def test_name_prefix_changes_names_and_guids():
+    a, b = generate_fat_tree(4), generate_fat_tree(4, name_prefix="b-")
+    assert b.nodes[0].hostname == "b-gpu0001"
+    assert b.switches[0].name == "b-leaf001"
+    assert not {s.guid for s in a.switches} & {s.guid for s in b.switches}
+
+
+def test_gpus_carry_the_catalog_facts():
+    node = generate_fat_tree(2).nodes[0]
+    assert (node.hostname, node.role, node.gpu_model, len(node.gpus)) == ("gpu0001", "compute", "H100", 8)
+    gpu = node.gpus[3]
+    assert (gpu.index, gpu.memory_mib, gpu.nvlink_generation, gpu.nvlink_gbps, gpu.mig_capable) == (
+        3,
+        80 * 1024,
+        4,
+        900.0,
+        True,
+    )
+    assert re.fullmatch(r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}", gpu.uuid)
+
+
+def test_gpu_uuids_are_unique_and_stable():
+    uuids = [g.uuid for n in generate_fat_tree(10).nodes for g in n.gpus]
+    assert len(uuids) == len(set(uuids)) == 80
+    assert uuids == [g.uuid for n in generate_fat_tree(10).nodes for g in n.gpus]
+
+
+def test_node_topology_of_a_dgx_h100():
+    topo = generate_fat_tree(1).nodes[0].topology
+    assert topo is not None
+    assert set(topo.gpu_links.values()) == {"NV18"}
+    assert len(topo.gpu_links) == 28  # 8 choose 2
+    assert topo.nic_affinity[(0, "mlx5_0")] == "PIX"
+    assert topo.nic_affinity[(0, "mlx5_3")] == "NODE"  # same CPU socket (NICs 0-3 with GPUs 0-3)
+    assert topo.nic_affinity[(0, "mlx5_4")] == "SYS"
+    assert topo.nic_affinity[(7, "mlx5_7")] == "PIX"
+    assert topo.numa_affinity[5] == 1
+
+
+@pytest.mark.parametrize(("model", "code"), [("A100", "NV12"), ("A800", "NV8"), ("V100", "NV6"), ("B200", "NV18")])
+def test_nvlink_code_follows_the_model(model, code):
+    topo = generate_fat_tree(1, gpu_model=model).nodes[0].topology
+    assert topo is not None
+    assert set(topo.gpu_links.values()) == {code}
+
+
+def test_gpus_without_nvlink_talk_over_pcie():
+    topo = generate_fat_tree(1, gpu_model="L4", gpus_per_node=4, hcas_per_node=2).nodes[0].topology
+    assert topo is not None
+    assert topo.gpu_links[(0, 1)] == "NODE"
+    assert topo.gpu_links[(0, 2)] == "SYS"
+
+
+def test_storage_nodes_have_two_hcas_on_two_leaves_and_no_gpus():
+    p = generate_fat_tree(8, storage_nodes=3)
+    stor = [n for n in p.nodes if n.role == "storage"]
+    assert [n.hostname for n in stor] == ["stor01", "stor02", "stor03"]
+    assert all(n.gpus == [] and n.topology is None for n in stor)
+    cas = [c for c in p.cas if c.hostname == "stor02"]
+    assert [c.device for c in cas] == ["mlx5_0", "mlx5_1"]
+    leaves = {lk.b.node_guid for lk in p.links if lk.a.node_guid in {c.guid for c in cas}}
+    assert len(leaves) == 2
+
+
+# --- analysed --------------------------------------------------------------------------------------------------
+
+
+def test_32_dgx_non_blocking_analysis():
+    r = analyse(fabric_from_parsed(generate_fat_tree(32)))
+    assert {x.ratio for x in r.oversubscription.leaves} == {1.0}
+    # 256 host ports; half A = leaf001-004 (128 ports) must cross the spines: 128 x 400 = 51,200.
+    assert r.bisection.half_a_switches == ["leaf001", "leaf002", "leaf003", "leaf004"]
+    assert r.bisection.gbps == 128 * 400.0
+    assert r.bisection.ratio == 1.0
+
+
+def test_two_to_one_halves_the_bisection():
+    # 42 servers fill one unit at 42 down / 21 up. Half A = leaf001-004 = 168 ports (67,200 Gb/s)
+    # but only 4 x 21 x 400 = 33,600 Gb/s of uplinks: half of full bisection.
+    r = analyse(fabric_from_parsed(generate_fat_tree(42, oversubscription=2.0)))
+    assert {x.ratio for x in r.oversubscription.leaves} == {2.0}
+    assert r.bisection.half_a_gbps == 168 * 400.0
+    assert r.bisection.gbps == 4 * 21 * 400.0
+    assert r.bisection.ratio == 0.5
+
+
+def test_2000_dgx_three_tiers_all_connected(big_report: FabricReport):
+    c = big_report.counts
+    assert c.switches_by_tier == {"leaf": 504, "spine": 512, "core": 256, "unknown": 0}
+    assert (c.hosts, c.host_links) == (2000, 16000)
+    assert c.unreachable_hosts == 0
+    assert big_report.tiers.pods == 16
+
+
+def test_2000_dgx_rail_optimised_has_no_spof(big_report: FabricReport):
+    # 8 HCAs on 8 different leaves, every leaf on 32 spines, every spine on 8 cores: no single loss
+    # cuts any server off.
+    assert big_report.spof.by_scope == {"fabric": 0, "leaf": 0, "host-link": 0}
+    assert big_report.spof.single_uplink_leaves == []
+
+
+def test_2000_dgx_full_bisection(big_report: FabricReport):
+    # 16,000 ports; half A = the first 8,000 = pods 1-7 and 26 leaves of pod 8; 1:1 all the way up.
+    assert big_report.bisection.half_a_gbps == 8000 * 400.0
+    assert big_report.bisection.gbps == 8000 * 400.0
+
+
+def test_2000_dgx_hop_levels(big: ParsedFabric):
+    idx = HopIndex.build(fabric_from_parsed(big))
+    assert idx.distance("gpu0001", "gpu0032") == Distance(2, LEVEL_LEAF)  # same unit, same rail leaves
+    assert idx.distance("gpu0001", "gpu0033") == Distance(4, LEVEL_POD)  # next unit, same pod
+    assert idx.distance("gpu0001", "gpu0129") == Distance(6, LEVEL_CORE)  # unit 5 is in pod 2
+    hosts = [n.hostname for n in big.nodes]
+    assert all(idx.distance(a, b).reachable for a, b in itertools.combinations(hosts[::97], 2))
+
+
+def test_single_homed_variant_has_host_link_and_leaf_spofs():
+    # 128 servers x 1 HCA: 4 leaves of 32, 2 spines with 16 cables to each leaf.
+    r = analyse(fabric_from_parsed(generate_fat_tree(128, hcas_per_node=1)))
+    assert r.spof.by_scope == {"fabric": 0, "leaf": 4, "host-link": 128}
+
+
+def test_storage_nodes_have_no_spof():
+    r = analyse(fabric_from_parsed(generate_fat_tree(8, storage_nodes=3)))
+    assert r.counts.hosts_by_role == {"compute": 8, "storage": 3}
+    assert r.spof.switches == []
+
+
+@pytest.mark.parametrize("nodes", [32, 2000])
+def test_detected_tiers_match_the_generator_roles(nodes):
+    p = generate_fat_tree(nodes)
+    g = FabricGraph.build(strip_roles(fabric_from_parsed(p)))
+    t = detect_tiers(g)
+    assert {g.switch_names[i]: t.role[i] for i in range(g.n_switches)} == {s.name: s.role for s in p.switches}
+
+
+def test_small_cluster_gets_the_ratio_asked_for():
+    # 32 ports at 2:1 -> 10 up / 20 down, but 16 servers fill only 16 host ports: cable 16 / 8.
+    # 8 rail leaves, 2 spines (4 cables each). Half A = leaf001-004: 4 x 8 x 400 = 12,800 Gb/s.
+    plan = plan_fat_tree(16, 8, 32, 2.0)
+    assert (plan.down, plan.up, plan.leaves, plan.spines) == (16, 8, 8, 2)
+    r = analyse(fabric_from_parsed(generate_fat_tree(16, leaf_ports=32, oversubscription=2.0)))
+    assert r.oversubscription.worst_ratio == 2.0
+    assert r.bisection.gbps == 4 * 8 * 400.0
+
+
+def test_at_least_two_spines():
+    # 7 servers, 1 HCA: one leaf with 7 hosts and 8 uplinks (7 rounded up to even) needs
+    # 8 / 64 -> 1 spine by ports, but one spine is a SPOF.
+    plan = plan_fat_tree(7, 1)
+    assert (plan.down, plan.up, plan.spines_per_pod) == (7, 8, (2,))
+
+
+def test_spine_count_divides_the_uplinks():
+    # 40 ports at 2:1 -> 13 up / 26 down; 10 leaves need ceil(130 / 40) = 4 spines by ports, but
+    # 13 cables do not split evenly over 4: the smallest divisor of 13 that is >= 4 is 13.
+    assert plan_fat_tree(130, 2, 40, 2.0).spines_per_pod == (13,)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "ports", "ratio", "hcas", "storage"),
+    [
+        (1, 64, 1.0, 8, 0),
+        (7, 8, 2.0, 2, 3),
+        (33, 36, 1.5, 1, 0),
+        (130, 40, 2.0, 2, 0),
+        (130, 64, 3.0, 1, 3),
+        (600, 36, 2.0, 8, 0),
+        (600, 40, 1.5, 8, 3),
+    ],
+)
+def test_generated_trees_are_consistent(nodes, ports, ratio, hcas, storage):
+    p = generate_fat_tree(nodes, leaf_ports=ports, oversubscription=ratio, hcas_per_node=hcas, storage_nodes=storage)
+    plan = plan_fat_tree(nodes, hcas, ports, ratio, storage)
+    used = Counter(e.node_guid for lk in p.links for e in (lk.a, lk.b))
+    assert max(used[s.guid] for s in p.switches) <= ports
+    r = analyse(fabric_from_parsed(p))
+    assert r.counts.unreachable_hosts == 0
+    assert r.spof.by_scope["fabric"] == 0
+    if hcas > 1:
+        assert r.spof.by_scope == {"fabric": 0, "leaf": 0, "host-link": 0}
+    # Symmetric wiring: the bisection is what the leaf port split promises, never less.
+    assert r.bisection.ratio >= min(1.0, plan.up / plan.down) - 1e-9
