@@ -63,7 +63,7 @@ TEST_DIRS = (
     "tests/fabric/importers",
     "tests/scheduler/core",
     "tests/fabric/telemetry",
-    "tests/sim",
+    "tests/scheduler/sim",
 )
 PROJECT_PACKAGES = ("fabric", "scheduler", "clusterctl", "dashboard")
 TIMEOUT_FACTOR = 4.0

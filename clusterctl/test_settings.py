@@ -27,7 +27,8 @@ STATIC_ROOT = None
 # Rounds requested by a commit run inline, so transactional tests see them (no worker in the test run);
 # the end-to-end test starts a real worker with CELERY_TASK_ALWAYS_EAGER=0.
 CELERY_TASK_ALWAYS_EAGER = os.environ.get("CELERY_TASK_ALWAYS_EAGER", "1") == "1"
-# Jobs are played by the twin unless a test says otherwise (tests/launch/test_lifecycle_e2e.py runs real agents).
+# Jobs are played by the twin unless a test says otherwise
+# (tests/scheduler/launch/test_lifecycle_e2e.py runs real agents).
 LAUNCHER = os.environ.get("LAUNCHER", "twin")
 # Collectors that exist only for tests.
 COLLECTORS = {

@@ -25,8 +25,8 @@ manage() { DJANGO_SETTINGS_MODULE=clusterctl.test_settings DATABASE_URL="sqlite:
 status=0
 
 echo "== floor: pure cores (no Django)"
-"$floor" -m pytest -q -p no:django tests/fabric/topology tests/fabric/importers tests/scheduler/core tests/sim tests/fabric/telemetry \
-    tests/launch/test_env.py || status=1
+"$floor" -m pytest -q -p no:django tests/fabric/topology tests/fabric/importers tests/scheduler/core tests/scheduler/sim tests/fabric/telemetry \
+    tests/scheduler/launch/test_env.py || status=1
 
 echo "== floor: Django checks and migrations"
 manage check || status=1
@@ -34,7 +34,7 @@ manage makemigrations --check --dry-run || status=1
 
 echo "== floor: tests on Django"
 if [ "$#" -eq 0 ]; then
-    set -- tests/scheduler/api tests/test_demo.py tests/test_readme.py
+    set -- tests/scheduler/api tests/clusterctl/test_demo.py tests/test_readme.py
 fi
 "$floor" -m pytest -q "$@" || status=1
 exit "$status"

@@ -94,7 +94,7 @@ def test_the_policy_suite_from_the_page(operator_login, page):
     expect(page.locator("[data-testid=whatif-suite-table]")).to_have_count(2)
     tiresias = page.locator("table[data-case=tiresias-2x4]")
     # Tiresias 60-job on 2x4: fifo's sum of JCTs 93389 s over 60 jobs = 1556.48 s, shown 1,556.5; x tiresias-l
-    # (42916 s) = 2.176, shown 2.18 (tests/sim/test_sim_regression.py pins both sums).
+    # (42916 s) = 2.176, shown 2.18 (tests/scheduler/sim/test_sim_regression.py pins both sums).
     expect(tiresias.locator("tbody[data-metric=avg_jct] tr.figures td[data-policy=fifo]")).to_have_text("1,556.5")
     expect(tiresias.locator("tbody[data-metric=avg_jct] tr.ratios td[data-policy=fifo]")).to_have_text("2.18")
     churn = page.locator("table[data-case=slurm-churn]")

@@ -188,7 +188,7 @@ def test_the_page_shows_the_commands_table(staff):
             assert shown["best"] == (best["policy"], as_attr(best["value"]))
             assert shown["vs_best"] == as_attr(m["default_vs_best_baseline"])
 
-    # By hand, Tiresias 60-job on 2x4 (sums of JCTs pinned in tests/sim/test_sim_regression.py): fifo 93389 s,
+    # By hand, Tiresias 60-job on 2x4 (sums of JCTs pinned in tests/scheduler/sim/test_sim_regression.py): fifo 93389 s,
     # tiresias-l 42916 s over 60 jobs -> fifo 1556.48 s, ratio 93389 / 42916 = 2.176 (table: 2.18); the bound is the
     # mean duration, 10705 / 60 = 178.42 s.
     avg = tables["tiresias-2x4"]["avg_jct"]

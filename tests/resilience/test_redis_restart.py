@@ -126,14 +126,14 @@ class Services:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def start_beat(self, lock_timeout_s: int = 15, wait: bool = True) -> subprocess.Popen:
-        """tests/beat_app.py: RedBeatScheduler sending a probe every 0.5 s to this test's queue; `wait`: until it sent
-        the first one."""
+        """tests/clusterctl/beat_app.py: RedBeatScheduler sending a probe every 0.5 s to this test's queue; `wait`:
+        until it sent the first one."""
         env = self.env(
             BEAT_TEST_QUEUE=self.probe_queue,
             BEAT_TEST_PREFIX=f"{self.prefix}:",
             BEAT_TEST_LOCK_TIMEOUT=str(lock_timeout_s),
         )
-        beat = self._spawn(["-A", "tests.beat_app", "beat", "-l", "INFO"], "beat", env)
+        beat = self._spawn(["-A", "tests.clusterctl.beat_app", "beat", "-l", "INFO"], "beat", env)
         if wait:
             assert wait_for(lambda: self.probes() > 0, timeout=60), f"the beat never sent:\n{self.log('beat')[-3000:]}"
         return beat

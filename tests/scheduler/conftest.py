@@ -1,37 +1,45 @@
-"""A small generated cluster with the scheduler set up, and helpers to submit jobs through the actions."""
+"""A small generated cluster with the scheduler set up, and helpers to submit jobs through the actions.
+
+The imports are inside the fixtures: this conftest also sits above tests/scheduler/core and tests/scheduler/sim,
+which scripts/test-floor.sh collects without Django (`pytest -p no:django`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from fabric.models import GPU
-from scheduler import actions
-from scheduler.models import PriorityClass
-from tests.factories import fat_tree
-
 
 @pytest.fixture
 def cluster(db):
+    from tests.factories import fat_tree
+
     return fat_tree("sched", nodes=4, gpus_per_node=8, leaf_ports=16)
 
 
 @pytest.fixture
 def pool(cluster):
+    from scheduler import actions
+
     return actions.ensure_scheduler(cluster)
 
 
 @pytest.fixture
 def tenant(db):
+    from scheduler import actions
+
     return actions.create_tenant("acme", max_priority="high")
 
 
 @pytest.fixture
 def normal(db):
+    from scheduler.models import PriorityClass
+
     return PriorityClass.objects.get(name="normal")
 
 
 @pytest.fixture
 def submit(tenant, pool, normal):
+    from scheduler import actions
+
     def make(gpus: int = 1, **request):
         request.setdefault("name", f"job-{gpus}")
         return actions.submit_job(tenant, pool, normal, gpus=gpus, **request)
@@ -41,4 +49,6 @@ def submit(tenant, pool, normal):
 
 @pytest.fixture
 def gpus(cluster):
+    from fabric.models import GPU
+
     return list(GPU.objects.filter(node__cluster=cluster).order_by("node__hostname", "index"))

@@ -1,8 +1,8 @@
 """Several collectors as one sample (fabric.collectors.combined, registry.get_collector("nvml,sysfs-ib")).
 
 GPUs from the fake NVML library (tests/fabric/collectors/fake_nvml.py: the real pynvml error classes and structs),
-ports and HCA GUIDs from tests/fixtures/sysfs_infiniband_x5_gluster1 (node_exporter's real mlx4_0 port, with the node GUID
-0002:c903:0008:0e84 and system image GUID 0002:c903:0008:0e87 of the X5 HCA r510gluster1)."""
+ports and HCA GUIDs from tests/fixtures/sysfs_infiniband_x5_gluster1 (node_exporter's real mlx4_0 port, with the node
+GUID 0002:c903:0008:0e84 and system image GUID 0002:c903:0008:0e87 of the X5 HCA r510gluster1)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Submitting a job whose values would reach a node's command line unsafely: 400 naming the field, nothing stored.
-The node agent checks the same again (tests/launch/test_hostile_inputs.py)."""
+The node agent checks the same again (tests/scheduler/launch/test_hostile_inputs.py)."""
 
 from __future__ import annotations
 

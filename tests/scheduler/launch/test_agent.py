@@ -13,7 +13,7 @@ import pytest
 from scheduler.launch.agent import AgentConfig, FoundJob, NodeAgent, NodeInventory, Watcher
 from scheduler.launch.env import LaunchSettings
 from scheduler.launch.process import SHELL_TRAP, argv_of, split_simple
-from tests.launch.helpers import wait_for
+from tests.scheduler.launch.helpers import wait_for
 
 GPUS = ("GPU-aaaa", "GPU-bbbb")
 

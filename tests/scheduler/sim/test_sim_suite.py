@@ -18,7 +18,7 @@ from scheduler.sim.suite import (
 )
 from scheduler.sim.traces import load_trace
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def locate(name):
@@ -48,7 +48,7 @@ def test_tiresias_2x4_figures_and_ratios(tiresias_2x4):
     (case,) = tiresias_2x4["cases"]
     (m,) = case["metrics"]
     assert case["policies"] == ["fifo", "fjf", "srtf", "tiresias-l", "tiresias-g", "default", "default-blind"]
-    # The pinned sums of JCTs (tests/sim/test_sim_regression.py) over 60 jobs: fifo 93389, srtf 31192,
+    # The pinned sums of JCTs (tests/scheduler/sim/test_sim_regression.py) over 60 jobs: fifo 93389, srtf 31192,
     # tiresias-l 42916; the bound is the mean duration, the sum of JCTs on the uncontended 32x4 (10705).
     assert m["values"]["fifo"] == pytest.approx(93389 / 60, abs=0.01)
     assert m["values"]["bound"] == pytest.approx(10705 / 60, abs=0.01)

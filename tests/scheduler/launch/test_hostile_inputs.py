@@ -18,7 +18,7 @@ from scheduler.launch.container import ContainerLauncher, ContainerSpec, EngineR
 from scheduler.launch.env import LaunchEnvError, LaunchSettings, check_job_env, environment_problem
 from scheduler.launch.process import SHIM, LaunchSpec, ProcessLauncher
 from scheduler.launch.run_dir import LaunchError
-from tests.launch.helpers import wait_for
+from tests.scheduler.launch.helpers import wait_for
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
 DIGEST = "sha256:" + "a" * 64

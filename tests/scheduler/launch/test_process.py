@@ -14,9 +14,9 @@ import pytest
 from scheduler.launch.env import GpuShare
 from scheduler.launch.process import ProcessLauncher, tail_lines
 from scheduler.launch.run_dir import LaunchError, LaunchRefused, RunState, boot_id, create_time, write_state
-from tests.launch.helpers import gone, wait_for
+from tests.scheduler.launch.helpers import gone, wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 CHECKPOINTS_ON_SIGTERM = """
     import os, pathlib, signal, sys, time

@@ -26,7 +26,7 @@ needs_redis = pytest.mark.skipif(not settings.REDIS_URL, reason="RedBeat keeps i
 # Whether a lock's holder is dead is read from /proc (clusterctl/beat.py holder_is_dead).
 linux = pytest.mark.skipif(not Path("/proc/self/ns/pid").exists(), reason="needs Linux's /proc")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LOCK_TIMEOUT_S = 3  # the beats here tick every 0.5 s
 
 
@@ -49,7 +49,7 @@ def beats(tmp_path):
     logs = []
 
     def start(lock_timeout_s: int = LOCK_TIMEOUT_S) -> subprocess.Popen:
-        cmd = [sys.executable, "-m", "celery", "-A", "tests.beat_app", "beat", "-l", "INFO"]
+        cmd = [sys.executable, "-m", "celery", "-A", "tests.clusterctl.beat_app", "beat", "-l", "INFO"]
         logs.append(open(tmp_path / f"beat-{len(procs)}.log", "wb"))  # closed at the end of the test
         proc = subprocess.Popen(
             cmd, cwd=tmp_path, env={**env, "BEAT_TEST_LOCK_TIMEOUT": str(lock_timeout_s)}, stdout=logs[-1],

@@ -11,7 +11,7 @@ from scheduler.launch.env import GpuShare
 from scheduler.launch.ledger import NodeLedger
 from scheduler.launch.process import ProcessLauncher
 from scheduler.launch.run_dir import LaunchError, LaunchRefused, RunState, boot_id, create_time, write_state
-from tests.launch.helpers import wait_for
+from tests.scheduler.launch.helpers import wait_for
 
 GPUS = ("GPU-aaaa", "GPU-bbbb", "GPU-cccc")
 MIG = {"MIG-1111": "GPU-cccc", "MIG-2222": "GPU-cccc"}

@@ -9,7 +9,7 @@ from scheduler.sim.traces import TraceError, load_trace, parse_gavel, parse_poll
 from scheduler.sim.traces.pollux import APPLICATIONS, job_duration
 from scheduler.sim.traces.slurm import churn_table
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 TIRESIAS_HEADER = "job_id,num_gpu,submit_time,iterations,model_name,duration,interval\n"
 
 

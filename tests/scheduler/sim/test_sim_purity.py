@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SIM = sorted((ROOT / "scheduler" / "sim").rglob("*.py"))
 FORBIDDEN = {"django", "rest_framework", "celery", "channels", "kombu", "redis", "psycopg"}
 

@@ -13,7 +13,7 @@ from scheduler.sim.cluster import (
     parse_cluster_spec,
 )
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 @pytest.mark.parametrize(

@@ -34,15 +34,15 @@ from scheduler.choices import JobStatus
 from scheduler.launch.process import ProcessLauncher
 from scheduler.models import Allocation, GpuLedger, Job, JobEvent, Launch, PriorityClass
 from tests.factories import fat_tree
-from tests.launch.helpers import gone
 from tests.processes import child_env, wait_for
 from tests.scheduler.api.helpers import token_client
+from tests.scheduler.launch.helpers import gone
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.postgres("the workers need a database the test shares"),
 ]
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 # Node names of this run only: queues node.<name> live in a Redis other test runs share (their telemetry tests
 # consume node.gpu0001), and a message of ours must never reach another run's worker.
 RUN = uuid.uuid4().hex[:6]

@@ -15,7 +15,7 @@ import pytest
 
 from scheduler.sim import build_cluster, load_trace, parse_cluster_spec, replay
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 # (shape, policy): (sum of JCTs, median JCT, makespan, preemptions, sha256 of the per-job JCTs)
 PINNED = {

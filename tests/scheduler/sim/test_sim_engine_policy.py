@@ -13,7 +13,7 @@ from scheduler.sim.policies import make_policy, parse_policies
 from scheduler.sim.simulator import Simulator
 from scheduler.sim.traces.base import Trace, TraceJob
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def trace(*jobs) -> Trace:

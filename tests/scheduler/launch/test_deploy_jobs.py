@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SYSTEMD = ROOT / "deploy" / "systemd"
 DROPIN = SYSTEMD / "jobs.conf"
 

@@ -29,7 +29,7 @@ from scheduler.launch.env import (
     torchrun_args,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 A100 = (ROOT / "tests" / "fixtures" / "nvidia_smi_topo_m_dgx_a100.txt").read_text()
 SETTINGS = LaunchSettings(checkpoint_root="/shared/ckpt", mps_pipe_directory="/run/mps", mps_log_directory="/log/mps")
 

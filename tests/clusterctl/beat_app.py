@@ -1,5 +1,6 @@
-"""The clusterctl Celery app as a beat for tests/test_beat.py: one probe entry on a queue of the test's own, and the
-RedBeat key prefix and lock timeout the test chose (so a run never meets another run's beats or the real schedule)."""
+"""The clusterctl Celery app as a beat for tests/clusterctl/test_beat.py: one probe entry on a queue of the test's
+own, and the RedBeat key prefix and lock timeout the test chose (so a run never meets another run's beats or the
+real schedule)."""
 
 import os
 

@@ -14,7 +14,7 @@ import pytest
 from scheduler.launch.container import ContainerLauncher, ContainerSpec, EngineResult, engine_answers, run_engine
 from scheduler.launch.env import GpuShare
 from scheduler.launch.run_dir import LaunchError, LaunchRefused
-from tests.launch.helpers import wait_for
+from tests.scheduler.launch.helpers import wait_for
 
 IMAGE = "nvcr.io/nvidia/pytorch:24.05-py3"
 GPUS = (GpuShare("GPU-aaaa", 0), GpuShare("GPU-bbbb", 1))

@@ -12,9 +12,9 @@ from scheduler.launch.agent import AgentConfig, NodeAgent
 from scheduler.launch.container import ContainerLauncher
 from scheduler.launch.env import LaunchSettings
 from scheduler.launch.run_dir import LaunchError
-from tests.launch.test_agent import GPUS, payload
-from tests.launch.test_container import IMAGE, FakeEngine, job_spec
-from tests.launch.test_lifecycle import placed, sent, site  # noqa: F401 (fixtures)
+from tests.scheduler.launch.test_agent import GPUS, payload
+from tests.scheduler.launch.test_container import IMAGE, FakeEngine, job_spec
+from tests.scheduler.launch.test_lifecycle import placed, sent, site  # noqa: F401 (fixtures)
 
 
 def test_docker_argv_with_cpus_and_memory(tmp_path):

@@ -12,7 +12,7 @@ DJANGO = "DJANGO_SETTINGS_MODULE" in os.environ  # set by pytest-django; absent 
 pytestmark = pytest.mark.skipif(not DJANGO, reason="needs pytest-django (scripts/with_services.py -- pytest)")
 db = pytest.mark.django_db if DJANGO else (lambda f: f)  # the mark is unknown without the plugin
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 TIRESIAS = str(FIXTURES / "tiresias_60_job.csv")
 
 
