@@ -179,6 +179,20 @@ CELERY_BEAT_SCHEDULE = {
     # Launches: ack and stop timeouts, and the twin's jobs that reached their est_runtime_s.
     "launch-sweep": {"task": "scheduler.tasks.launch_sweep", "schedule": 10.0},
 }
+# Health flows back to Slurm (docs/integrations.md "Drain in Slurm"): off, dry-run (log what would be done) or on
+# (scontrol drains the nodes a health alert took out of service, and resumes those it drained once the alert cleared).
+SLURM_DRAIN = env.str("SLURM_DRAIN", default="off")
+if SLURM_DRAIN not in ("off", "dry-run", "on"):
+    raise ImproperlyConfigured(f"SLURM_DRAIN must be off, dry-run or on, not {SLURM_DRAIN!r}")
+SLURM_DRAIN_INTERVAL_S = env.float("SLURM_DRAIN_INTERVAL_S", 30.0)
+SLURM_CONF = env.str("SLURM_CONF", default="")  # the slurm.conf the Slurm commands read ("": their default)
+SLURM_BINDIR = env.str("SLURM_BINDIR", default="")  # where scontrol and sinfo are ("": on PATH)
+if SLURM_DRAIN != "off":
+    CELERY_BEAT_SCHEDULE["slurm-drains"] = {
+        "task": "scheduler.tasks.slurm_drains",
+        "schedule": SLURM_DRAIN_INTERVAL_S,
+        "options": {"expires": SLURM_DRAIN_INTERVAL_S},
+    }
 # Beat (clusterctl/beat.py, docs/deployment.md "Beat"). With Redis: RedBeat, schedule and a lock in Redis, so any
 # number of beats may run and only the lock holder sends; a standby takes over once the holder's lock lapses
 # (BEAT_LOCK_TIMEOUT_S after its last tick), at once when it can tell that the holder died. Without Redis: Celery's

@@ -18,6 +18,7 @@ from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from fabric.models import Cluster
 from scheduler import rounds
 from scheduler.actions.errors import Contended, RoundBusy
 from scheduler.actions.launches import agent_hello as hello
@@ -26,7 +27,9 @@ from scheduler.choices import ACTIVE_STATUSES, JobStatus
 from scheduler.enqueue import DEBOUNCE_S, round_requested_key
 from scheduler.launch.agent import AgentConfig, NodeAgent, Watcher
 from scheduler.launch.env import LaunchSettings
+from scheduler.launch.slurm import SlurmError
 from scheduler.models import ClusterScheduler, Job
+from scheduler.slurm_drains import sync_drains
 
 log = logging.getLogger(__name__)
 # The database, the cache or the broker briefly out of reach, or a lock race lost more often than the actions' own
@@ -144,6 +147,21 @@ def agent_hello(host: str, found: list[dict]) -> None:
     """Central: a (re)started agent says what its run directory holds; reconcile with the launches."""
 
     hello(host, found)
+
+
+@shared_task(ignore_result=True)
+def slurm_drains() -> dict[str, dict]:
+    """Beat (SLURM_DRAIN dry-run or on): Slurm's drains brought in line with each cluster's health. A cluster whose
+    sinfo fails is logged and tried again next tick; the others go on."""
+    results = {}
+    for cluster_id, name in Cluster.objects.values_list("pk", "name"):
+        try:
+            result = sync_drains(cluster_id)
+        except SlurmError as exc:
+            log.warning("slurm drains of cluster %s: %s", name, exc)
+            continue
+        results[name] = {"done": result.done, "errors": result.errors, **result.plan.as_dict()}
+    return results
 
 
 @shared_task(ignore_result=True)

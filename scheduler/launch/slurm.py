@@ -296,7 +296,8 @@ class SlurmLauncher:
         self.timeout_s = timeout_s
         self._run = run
 
-    def _bin(self, name: str) -> str:
+    def binary(self, name: str) -> str:
+        """The path of a Slurm command (SLURM_BINDIR or PATH)."""
         return f"{self.bindir}/{name}" if self.bindir else name
 
     def _env(self) -> dict[str, str]:
@@ -315,7 +316,7 @@ class SlurmLauncher:
     def submit(self, spec: SlurmJobSpec) -> tuple[int, bool]:
         """Submit the generation once: (Slurm job id, whether it was already there). SlurmError with sbatch's own
         message when Slurm refuses (an unknown or drained node list, a partition that does not exist)."""
-        argv = sbatch_argv(spec, self.tag, self._bin("sbatch"))
+        argv = sbatch_argv(spec, self.tag, self.binary("sbatch"))
         existing = self.find(spec.job_id, spec.generation)
         if existing is not None:
             return existing.slurm_id, True
@@ -327,7 +328,7 @@ class SlurmLauncher:
 
     def ours(self) -> list[tuple[tuple[int, int], SlurmJob]]:
         """Every Slurm job (pending or running) of this tag, with its (job, generation)."""
-        done = self.run([self._bin("squeue"), "-h", "-a", "-t", "all", "-o", SQUEUE_FORMAT])
+        done = self.run([self.binary("squeue"), "-h", "-a", "-t", "all", "-o", SQUEUE_FORMAT])
         if done.returncode != 0:
             raise SlurmError(done.stderr.strip() or "squeue failed")
         found = []
@@ -344,7 +345,7 @@ class SlurmLauncher:
 
     def status(self, slurm_id: int) -> SlurmJob | None:
         """The job as `scontrol show job` says it (state, exit code, restarts); None once Slurm forgot it."""
-        done = self.run([self._bin("scontrol"), "show", "job", "-o", str(int(slurm_id))])
+        done = self.run([self.binary("scontrol"), "show", "job", "-o", str(int(slurm_id))])
         if done.returncode != 0:
             if "Invalid job id" in done.stderr:
                 return None
@@ -354,7 +355,7 @@ class SlurmLauncher:
     def signal(self, slurm_id: int, sig: str) -> None:
         if sig not in ("TERM", "KILL", "INT", "USR1", "USR2"):
             raise SlurmError(f"signal {sig!r}")
-        done = self.run([self._bin("scancel"), f"--signal={sig}", "--full", str(int(slurm_id))])
+        done = self.run([self.binary("scancel"), f"--signal={sig}", "--full", str(int(slurm_id))])
         if done.returncode != 0 and "already completing or completed" not in done.stderr:
             raise SlurmError(done.stderr.strip() or "scancel failed")
 
@@ -375,7 +376,7 @@ class SlurmLauncher:
                     "returncode": job.exit_code if job else None, "waited_s": 0.0, "already_exited": True}  # fmt: skip
         start = clock()
         if job.state == "PENDING":
-            self.run([self._bin("scancel"), str(int(slurm_id))])
+            self.run([self.binary("scancel"), str(int(slurm_id))])
             return {"found": True, "exited_within_grace": True, "returncode": None, "waited_s": 0.0,
                     "already_exited": False}  # fmt: skip
         self.signal(slurm_id, "TERM")
@@ -386,7 +387,7 @@ class SlurmLauncher:
                 return {"found": True, "exited_within_grace": True, "returncode": job.exit_code if job else None,
                         "waited_s": clock() - start, "already_exited": False}  # fmt: skip
         self.signal(slurm_id, "KILL")
-        self.run([self._bin("scancel"), str(int(slurm_id))])
+        self.run([self.binary("scancel"), str(int(slurm_id))])
         return {"found": True, "exited_within_grace": False, "returncode": None, "waited_s": clock() - start,
                 "already_exited": False}  # fmt: skip
 

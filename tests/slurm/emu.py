@@ -43,9 +43,10 @@ def free_ports(n: int) -> list[int]:
 
 
 class SlurmEmu:
-    def __init__(self, nodes: int = 4, gpus: int = 8, prefix: str = "gpu") -> None:
+    def __init__(self, nodes: int = 4, gpus: int = 8, prefix: str = "gpu", names: list[str] | None = None) -> None:
         self.prefix = prefix
-        self.names = [f"{prefix}{i}" for i in range(1, nodes + 1)]
+        # `names`: the hosts of a cluster stored in the test (generated fat trees name them gpu0001...).
+        self.names = list(names) if names else [f"{prefix}{i}" for i in range(1, nodes + 1)]
         self.gpus = gpus
         self.run = Path(tempfile.mkdtemp(prefix="ccslurm"))  # short: a unix socket path holds at most 107 bytes
         self.conf = self.run / "slurm.conf"
@@ -114,8 +115,7 @@ class SlurmEmu:
         lines.append("PartitionName=gpu Nodes=ALL Default=YES MaxTime=INFINITE State=UP")
         self.conf.write_text("\n".join(lines) + "\n")
         (run / "gres.conf").write_text(
-            f"AutoDetect=off\nNodeName={self.prefix}[1-{len(self.names)}] Name=gpu "
-            f"File={run}/dev/nvidia[0-{self.gpus - 1}]\n"
+            f"AutoDetect=off\nNodeName={','.join(self.names)} Name=gpu File={run}/dev/nvidia[0-{self.gpus - 1}]\n"
         )
         key = run / "munge" / "munge.key"
         key.write_bytes(os.urandom(1024))
