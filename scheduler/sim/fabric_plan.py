@@ -1,0 +1,83 @@
+"""What a fabric design means for a job: the all-reduce time of a data-parallel job placed the best and the worst
+way on it (issue 18, part 2). PURE.
+
+The network model is the scheduler's and the policy lab's (scheduler.core.costmodel, CostParams; the runtime model of
+scheduler/sim/runtime.py applies the same rules to every running job at once):
+
+    t = 2 (n - 1) / n * S / B  +  2 (n - 1) * latency[level]
+
+- S: the message, MESSAGE_BYTES (1 GiB of gradients: a 500M-parameter model in fp16);
+- B, the ring's bus bandwidth between servers: a job of whole servers drives all of a server's HCAs (a ring per
+  rail) x net_efficiency, cut to spine_factor (core_factor at three tiers) once the ring crosses leaves beside
+  other rings;
+- best: the job packed into as few leaf domains as it fits (a whole rail group when rail-optimised); a ring inside
+  one leaf domain crosses no uplink;
+- worst: one server per leaf, on a busy fabric (every server's ring crosses the uplinks): a leaf's uplinks carry
+  `up` links for `down` hosts, so each server keeps 1/oversubscription of its rate, then the ECMP loss.
+
+A job of one server runs over NVLink and is not a fabric question: the design table shows its servers' count only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fabric.topology.plan import Design, PlanRequest
+from scheduler.core.costmodel import ring_allreduce_s, ring_latency_s
+from scheduler.core.topology import LEVEL_FABRIC, LEVEL_LEAF_GROUP, LEVEL_POD_GROUP
+from scheduler.core.types import CostParams
+
+MESSAGE_BYTES = float(1 << 30)
+JOB_SIZES = (64, 512)
+
+
+@dataclass(frozen=True, slots=True)
+class AllReduce:
+    gpus: int
+    servers: int
+    best_s: float | None  # None: the job does not fit the design
+    worst_s: float | None
+    best_level: str = ""
+    worst_level: str = ""
+
+    def as_dict(self) -> dict:
+        return {"gpus": self.gpus, "servers": self.servers, "best_s": self.best_s, "worst_s": self.worst_s,
+                "best_level": self.best_level, "worst_level": self.worst_level}  # fmt: skip
+
+
+def _level_name(level: int) -> str:
+    return {LEVEL_LEAF_GROUP: "leaf", LEVEL_POD_GROUP: "spine", LEVEL_FABRIC: "core"}[level]
+
+
+def allreduce(
+    req: PlanRequest, design: Design, gpus: int, params: CostParams | None = None, size_bytes: float = MESSAGE_BYTES
+) -> AllReduce:
+    """The best and worst all-reduce time of a `gpus`-GPU job on `design` (seconds)."""
+    P = params or CostParams()
+    servers = math.ceil(gpus / req.gpus_per_server)
+    if not design.feasible or servers > req.servers or servers < 2:
+        return AllReduce(gpus, servers, None, None)
+    # A job of whole servers drives every rail of each (NCCL runs a ring per rail): the server's HCAs together.
+    alone = req.link_gbps / 8.0 * req.hcas_per_server * P.net_efficiency
+    crossing = P.core_factor if design.tiers == 3 else P.spine_factor
+    pod_leaves = design.plan.leaves_per_pod if design.plan is not None else design.leaves
+    # Best: inside one leaf domain when it fits; else whole leaf domains under one spine layer (one pod), else core.
+    if servers <= design.leaf_domain_servers:
+        best_level, best_bw = LEVEL_LEAF_GROUP, alone
+    else:
+        domains = math.ceil(servers / design.leaf_domain_servers)
+        leaves_needed = domains * (req.hcas_per_server if design.rail_optimised else 1)
+        best_level = LEVEL_POD_GROUP if design.tiers == 2 or leaves_needed <= pod_leaves else LEVEL_FABRIC
+        best_bw = alone * (P.spine_factor if best_level == LEVEL_POD_GROUP else P.core_factor)
+    # Worst: spread one server per leaf over a busy fabric; at three tiers across pods.
+    worst_level = LEVEL_FABRIC if design.tiers == 3 else LEVEL_POD_GROUP
+    worst_bw = alone * min(1.0, design.up / design.down) * crossing
+    return AllReduce(
+        gpus,
+        servers,
+        ring_allreduce_s(gpus, size_bytes, best_bw) + ring_latency_s(gpus, best_level, P),
+        ring_allreduce_s(gpus, size_bytes, worst_bw) + ring_latency_s(gpus, worst_level, P),
+        _level_name(best_level),
+        _level_name(worst_level),
+    )
