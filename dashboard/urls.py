@@ -3,7 +3,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from dashboard import views
+from dashboard import plan_views, views
 
 urlpatterns = [
     path("", views.overview, name="overview"),
@@ -35,6 +35,7 @@ urlpatterns = [
         name="alert-acknowledge",
     ),
     path("clusters/<int:cluster_id>/report/", views.report_page, name="report"),
+    path("plan/", plan_views.plan_page, name="plan"),
     path("whatif/", views.whatif_page, name="whatif"),
     path("whatif/suite/", views.whatif_suite, name="whatif-suite"),  # before the run's slug
     path("whatif/<slug:run_id>/", views.whatif_run, name="whatif-run"),
