@@ -24,12 +24,13 @@ import re
 from dataclasses import dataclass
 
 from fabric.telemetry.health import Finding
+from fabric.telemetry.liveness import CLUSTER_KEY
 
 STATES = {0: "not active", 1: "discovering", 2: "standby", 3: "master"}
 MASTER, STANDBY = 3, 2
 FAT_TREE_ENGINES = frozenset({"ftree", "updn", "dfsssp", "sssp", "nue"})
 HUNG_AFTER_S = 120.0
-SM_KEY = "subnet-manager"
+SM_RULES = ("sm_none", "sm_split_brain", "sm_failover", "sm_hung", "sm_no_standby", "sm_routing_engine")
 
 _SMINFO = re.compile(
     r"sminfo: sm lid (?P<lid>\d+|0x[0-9a-fA-F]+) sm guid (?P<guid>0x[0-9a-fA-F]+), activity count (?P<act>\d+) "
@@ -146,7 +147,7 @@ def carry(kept: SmView | None, current: SmView) -> SmView:
 
 
 def _finding(rule: str, severity: str, message: str) -> Finding:
-    return Finding(rule, severity, "cluster", SM_KEY, message)  # type: ignore[arg-type]
+    return Finding(rule, severity, "cluster", CLUSTER_KEY, message)  # type: ignore[arg-type]
 
 
 def sm_findings(
@@ -178,3 +179,12 @@ def sm_findings(
         out.append(_finding("sm_routing_engine", "warning", f"routing engine {engine} on a {tiers}-tier fat tree: "
                                                             "use ftree or updn to balance the up links"))  # fmt: skip
     return out
+
+
+def view_to_dict(view: SmView) -> dict:
+    return {"at": view.at, "routing_engine": view.routing_engine,
+            "sms": [[s.lid, s.guid, s.activity, s.priority, s.state] for s in view.sms]}  # fmt: skip
+
+
+def view_from_dict(data: dict) -> SmView:
+    return SmView(float(data["at"]), tuple(SmInfo(*s) for s in data["sms"]), data.get("routing_engine", ""))

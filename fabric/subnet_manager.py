@@ -1,0 +1,37 @@
+"""The subnet manager's health into the cluster's alerts (issue 18, part 1): the rules of
+fabric.telemetry.subnet_manager over what `saquery SMIR` says, with the previous reading kept in the cache as the
+rules' memory, recorded through fabric.actions.record_cluster_findings (one open alert per SM rule, hold-down)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from django.conf import settings
+from django.core.cache import cache
+
+from fabric import actions
+from fabric.models import Switch
+from fabric.telemetry.subnet_manager import SM_RULES, SmView, carry, sm_findings, view_from_dict, view_to_dict
+
+
+def _key(cluster_id: int) -> str:
+    return f"fabric:sm:kept:{cluster_id}"
+
+
+def tiers_of(cluster_id: int) -> int:
+    """Switch tiers of the stored fabric (1: one switch layer; 2: leaves and spines; 3 with cores)."""
+    roles = set(Switch.objects.filter(cluster_id=cluster_id).values_list("role", flat=True))
+    return 1 + ("spine" in roles) + ("core" in roles)
+
+
+def record_sm_view(cluster_id: int, view: SmView) -> dict:
+    """Judge `view` against the kept reading, keep the new memory, and record the findings as alerts."""
+    raw = cache.get(_key(cluster_id))
+    kept = view_from_dict(raw) if raw else None
+    findings = sm_findings(kept, view, tiers=tiers_of(cluster_id))
+    cache.set(_key(cluster_id), view_to_dict(carry(kept, view)), timeout=7 * 24 * 3600)
+    at = datetime.fromtimestamp(view.at, tz=UTC)
+    counts = actions.record_cluster_findings(
+        cluster_id, findings, rules=SM_RULES, now=at, hold_down_s=settings.TELEMETRY_HOLD_DOWN_S
+    )
+    return {"findings": [f.rule for f in findings], **counts}
