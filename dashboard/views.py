@@ -36,6 +36,7 @@ from fabric.graph_from_db import fabric_for_cluster
 from fabric.models import GPU, Alert, Cluster, Link, Port, Switch
 from fabric.models.telemetry import GpuMetric
 from fabric.selectors import cluster_summary, link_labels, metric_series
+from fabric.subnet_manager import sm_status
 from fabric.topology import analyse
 from scheduler.api.access import tenant_of
 from scheduler.choices import ACTIVE_STATUSES, FINAL_STATUSES, JobStatus, StartEstimate
@@ -407,6 +408,7 @@ def report_page(request: HttpRequest, cluster_id: int) -> HttpResponse:
             spof_switches=spof_switches,
             spof_links=spof_links,
             host_link_spofs=report.spof.by_scope.get("host-link", 0),
+            sm=sm_status(cluster.pk),
         ),
     )
 

@@ -14,8 +14,11 @@ from fabric.models import Switch
 from fabric.telemetry.subnet_manager import SM_RULES, SmView, carry, sm_findings, view_from_dict, view_to_dict
 
 
-def _key(cluster_id: int) -> str:
-    return f"fabric:sm:kept:{cluster_id}"
+def _key(cluster_id: int, which: str = "kept") -> str:
+    return f"fabric:sm:{which}:{cluster_id}"
+
+
+KEEP_S = 7 * 24 * 3600
 
 
 def tiers_of(cluster_id: int) -> int:
@@ -29,9 +32,33 @@ def record_sm_view(cluster_id: int, view: SmView) -> dict:
     raw = cache.get(_key(cluster_id))
     kept = view_from_dict(raw) if raw else None
     findings = sm_findings(kept, view, tiers=tiers_of(cluster_id))
-    cache.set(_key(cluster_id), view_to_dict(carry(kept, view)), timeout=7 * 24 * 3600)
+    kept_now = carry(kept, view)
+    cache.set_many(
+        {_key(cluster_id): view_to_dict(kept_now), _key(cluster_id, "latest"): view_to_dict(view)}, timeout=KEEP_S
+    )
     at = datetime.fromtimestamp(view.at, tz=UTC)
     counts = actions.record_cluster_findings(
         cluster_id, findings, rules=SM_RULES, now=at, hold_down_s=settings.TELEMETRY_HOLD_DOWN_S
     )
     return {"findings": [f.rule for f in findings], **counts}
+
+
+def sm_status(cluster_id: int) -> dict | None:
+    """For the report: the SMs of the last reading, when it was taken, and since when the master's activity count
+    stood where it is (the last reading in which it moved). None: no reading yet (`manage.py subnet_manager`)."""
+    raw = cache.get_many([_key(cluster_id, "latest"), _key(cluster_id)])
+    if _key(cluster_id, "latest") not in raw:
+        return None
+    latest = view_from_dict(raw[_key(cluster_id, "latest")])
+    kept = view_from_dict(raw[_key(cluster_id)]) if _key(cluster_id) in raw else latest
+    return {
+        "read_at": datetime.fromtimestamp(latest.at, tz=UTC),
+        "moved_at": datetime.fromtimestamp(kept.at, tz=UTC),
+        "routing_engine": latest.routing_engine,
+        "sms": [
+            {"lid": s.lid, "guid": s.guid, "state": s.state_name, "priority": s.priority, "activity": s.activity}
+            for s in latest.sms
+        ],
+        "masters": len(latest.masters),
+        "no_standby": bool(latest.masters) and not latest.standbys,
+    }

@@ -19,8 +19,9 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def cluster():
-    cache.clear()
-    return fat_tree("smc", nodes=4, gpus_per_node=8, leaf_ports=16)
+    c = fat_tree("smc", nodes=4, gpus_per_node=8, leaf_ports=16)
+    cache.delete_many([f"fabric:sm:kept:{c.pk}", f"fabric:sm:latest:{c.pk}"])  # a reading of an earlier test's id
+    return c
 
 
 def run(cluster, *args: str) -> str:
@@ -60,3 +61,29 @@ def test_no_sm_answering_is_a_critical_alert(cluster, tmp_path):
 def test_a_bad_hca_name_never_reaches_the_command_line(cluster):
     with pytest.raises(CommandError, match="--ca '-P 1; reboot' is not an HCA name"):
         run(cluster, "--run", "--ca", "-P 1; reboot")
+
+
+def test_the_report_page_shows_the_sms_and_the_missing_standby(cluster, client, operator):
+    client.force_login(operator)
+    page = client.get(f"/clusters/{cluster.pk}/report/").content.decode()
+    assert "Not read yet: run <code>manage.py subnet_manager" in page
+    run(cluster, "--saquery-file", str(FIXTURES / "saquery_smir_ibsim_after_failover.out"), "--at", "1080")
+    page = client.get(f"/clusters/{cluster.pk}/report/").content.decode()
+    assert "<td>0x0000000000100004</td><td>master</td>" in page
+    assert 'data-testid="spof-sm"' in page
+
+
+def test_a_master_with_a_standby_is_no_spof(cluster, client, operator):
+    client.force_login(operator)
+    run(cluster, "--saquery-file", str(FIXTURES / "saquery_smir_ibsim_two_sms.out"), "--at", "1000")
+    page = client.get(f"/clusters/{cluster.pk}/report/").content.decode()
+    assert "<td>standby</td>" in page and 'data-testid="spof-sm"' not in page
+
+
+def test_fabric_report_prints_the_sms_and_the_spof(cluster):
+    run(cluster, "--saquery-file", str(FIXTURES / "saquery_smir_ibsim_after_failover.out"), "--at", "1080")
+    out = StringIO()
+    call_command("fabric_report", "--cluster", cluster.name, stdout=out)
+    text = out.getvalue()
+    assert "lid 4 0x0000000000100004 master, priority 5, activity 162" in text
+    assert "SPOF: no standby SM" in text

@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from fabric.graph_from_db import fabric_for_cluster
 from fabric.models import Cluster
+from fabric.subnet_manager import sm_status
 from fabric.topology import analyse, render_text
 
 
@@ -22,8 +23,25 @@ class Command(BaseCommand):
             known = ", ".join(Cluster.objects.values_list("name", flat=True)) or "none yet"
             raise CommandError(f"no cluster named {o['cluster']!r} (known: {known})")
         report = analyse(fabric_for_cluster(cluster))
+        sm = sm_status(cluster.pk)
         if o["json"]:
-            self.stdout.write(json.dumps({"cluster": cluster.name, **report.to_dict()}, indent=2, sort_keys=True))
+            doc = {"cluster": cluster.name, **report.to_dict(), "subnet_manager": sm}
+            self.stdout.write(json.dumps(doc, indent=2, sort_keys=True, default=str))
         else:
             self.stdout.write(f"Fabric report for cluster {cluster.name}\n")
             self.stdout.write(render_text(report))
+            self.stdout.write(_sm_text(sm))
+
+
+def _sm_text(sm: dict | None) -> str:
+    lines = ["", "Subnet manager", "--------------"]
+    if sm is None:
+        return "\n".join([*lines, "not read yet: manage.py subnet_manager --cluster NAME --run (docs/node-agent.md)"])
+    lines.append(
+        f"read {sm['read_at']:%Y-%m-%d %H:%M:%S} UTC, activity last moved {sm['moved_at']:%Y-%m-%d %H:%M:%S} UTC"
+    )
+    lines += [f"lid {s['lid']} {s['guid']} {s['state']}, priority {s['priority']}, activity {s['activity']}"
+              for s in sm["sms"]] or ["no subnet manager answered"]  # fmt: skip
+    if sm["no_standby"]:
+        lines.append("SPOF: no standby SM (the master is a single point of failure)")
+    return "\n".join(lines)
