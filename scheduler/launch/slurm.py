@@ -423,3 +423,47 @@ def spec_from_allocation(
 
 def hosts_of(found: Iterable[SlurmJob]) -> dict[int, list[str]]:
     return {j.slurm_id: expand_nodes(j.nodes) for j in found if j.nodes}
+
+
+# -- what a Slurm job's state means to clusterctl's lifecycle -------------------------------------------------------
+
+# Pending reasons Slurm will not get over by itself (a node drained, down or unknown, a constraint or a partition that
+# cannot be met): past LAUNCH_ACK_TIMEOUT_S the launch is rolled back and the job requeued with Slurm's reason. Any
+# other reason (Priority, Resources, BeginTime, None) waits: Slurm starts it once what it waits for is free.
+UNSATISFIABLE = ("ReqNodeNotAvail", "BadConstraints", "PartitionDown", "PartitionNodeLimit", "PartitionConfig",
+                 "NodeDown", "InvalidAccount", "InvalidQOS", "JobHeldAdmin", "launch failed requeued held",
+                 "Nodes required for job are DOWN")  # fmt: skip
+FAILED_STATES = ("FAILED", "TIMEOUT", "OUT_OF_MEMORY", "DEADLINE", "CANCELLED")
+REQUEUE_STATES = ("NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED")
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the watcher does with one Slurm job of ours: wait, running, completed, failed, requeue or unstartable
+    (rollback), with the reason that goes on the job."""
+
+    kind: str
+    reason: str = ""
+    exit_code: int | None = None
+
+
+def outcome(job: SlurmJob, *, was_running: bool, waiting_s: float, ack_timeout_s: float) -> Outcome:
+    """Map Slurm's state of one of our jobs onto the lifecycle. `was_running`: clusterctl already recorded it as
+    running (so PENDING again means Slurm requeued it); `waiting_s`: how long its launch has waited to start."""
+    sid, state = job.slurm_id, job.state
+    if state in REQUEUE_STATES or (not job.ended and job.restarts > 0) or (state == "PENDING" and was_running):
+        return Outcome("requeue", f"Slurm job {sid} was requeued by Slurm ({state}"
+                       f"{', ' + job.reason if job.reason else ''}): requeued here as the next generation")  # fmt: skip
+    if state == "PENDING":
+        if job.reason.startswith(UNSATISFIABLE) and waiting_s > ack_timeout_s:
+            return Outcome("unstartable", f"Slurm could not start job {sid} within {ack_timeout_s:g} s: {job.reason}")
+        return Outcome("wait", job.reason)
+    if state == "COMPLETED" and (job.exit_code or 0) == 0:
+        return Outcome("completed", f"Slurm job {sid} completed (exit 0)", 0)
+    if state == "COMPLETED" or state in FAILED_STATES:
+        code = job.exit_code
+        what = f"exit {code}" + (f", signal {job.signal}" if job.signal else "") if code is not None else "no exit code"
+        return Outcome("failed", f"Slurm job {sid} ended {state} ({what})", code)
+    if state in ("RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING", "SIGNALING", "STAGE_OUT", "RESIZING"):
+        return Outcome("running", f"running in Slurm as job {sid} on {job.nodes}")
+    return Outcome("wait", state)
