@@ -78,11 +78,23 @@ DESELECT: dict[str, str] = {
 
 # Mutants with no behaviour change: "path | key" (as printed by --list) -> why.
 _SPOF = "fabric/topology/spof.py | "
+_SM = "fabric/telemetry/subnet_manager.py | "
+_ONE_MASTER = "guarded by len(masters) == 1: the first master is the last"
 _ONE_PIECE = "one piece left (no split): it is the main part or has no host port, so cut_off finds nothing lost"
 _SHORTCUT = (
     "the removed switch's own hosts: single-homed ones are in `sole`, the others are judged via their other switch"
 )
 EQUIVALENT: dict[str, str] = {
+    "fabric/topology/plan.py | _design: int: probe = plan_fat_tree(k, 1, leaf_ports=k, oversubscription=r) -> "
+    "probe = plan_fat_tree(k, 2, leaf_ports=k, oversubscription=r)": "only the probe's port split is read, and it "
+    "does not depend on the HCAs per node (k nodes >= its host ports)",
+    _SM + "carry: int: kept.masters[0] -> kept.masters[-1]": _ONE_MASTER,
+    _SM + "carry: int: current.masters[0] -> current.masters[-1]": _ONE_MASTER,
+    _SM + "sm_findings: int: previous.masters[0] -> previous.masters[-1]": _ONE_MASTER,
+    _SM + "sm_findings: int: masters[0] -> masters[-1]": _ONE_MASTER,
+    _SM + "<module>: int: previous: SmView | None, current: SmView, *, tiers: int=2, hung_after_s: float=HUNG_AFTER_S "
+    "-> previous: SmView | None, current: SmView, *, tiers: int=3, hung_after_s: float=HUNG_AFTER_S": "tiers is only "
+    "compared with >= 2",
     _SPOF
     + "_tarjan: compare: disc[root] >= 0 -> disc[root] > 0": "only switch 0 gets disc 0, and it is the first root",
     _SPOF + "_tarjan: int: disc[root] >= 0 -> disc[root] >= 1": "only switch 0 gets disc 0, and it is the first root",

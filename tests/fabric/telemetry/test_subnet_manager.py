@@ -17,6 +17,8 @@ from fabric.telemetry.subnet_manager import (
     parse_saquery_smir,
     parse_sminfo,
     sm_findings,
+    view_from_dict,
+    view_to_dict,
 )
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -126,3 +128,53 @@ def test_minhop_on_a_fat_tree_is_flagged_ftree_and_updn_are_not():
     assert rules(None, SmView(0.0, (MASTER, STANDBY), "minhop"), tiers=2) == ["sm_routing_engine"]
     assert rules(None, SmView(0.0, (MASTER, STANDBY), "updn"), tiers=3) == []
     assert rules(None, SmView(0.0, (MASTER, STANDBY), "minhop"), tiers=1) == []
+
+
+def test_each_sminfo_state_has_its_name():
+    names = [SmInfo(1, "0x1", 0, 0, s).state_name for s in (0, 1, 2, 3, 4)]
+    assert names == ["not active", "discovering", "standby", "master", "state 4"]
+
+
+def test_a_reading_survives_the_cache_as_it_was():
+    view = SmView(12.5, (MASTER, STANDBY), "ftree")
+    assert view_to_dict(view) == {
+        "at": 12.5,
+        "routing_engine": "ftree",
+        "sms": [[1, "0x0000000000200000", 165, 14, 3], [4, "0x0000000000100004", 68, 5, 2]],
+    }
+    assert view_from_dict(view_to_dict(view)) == view
+
+
+def test_the_first_reading_and_a_split_brain_become_the_memory():
+    first = SmView(0.0, (MASTER, STANDBY))
+    assert carry(None, first) is first
+    two = SmView(5.0, (MASTER, SmInfo(4, "0x0000000000100004", 10, 5, 3)))
+    assert carry(first, two) is two
+    assert carry(two, first) is first
+
+
+def test_min_hop_is_flagged_on_the_default_two_tier_fabric():
+    assert rules(None, SmView(0.0, (MASTER, STANDBY), "minhop")) == ["sm_routing_engine"]
+
+
+def test_a_reading_cannot_be_changed_after_it_was_taken():
+    with pytest.raises(AttributeError):
+        MASTER.activity = 1  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        SmView(0.0).at = 1.0  # type: ignore[misc]
+
+
+def test_a_saquery_field_before_any_record_names_its_line():
+    with pytest.raises(SmParseError, match=r"saquery line 2: LID before any 'SMInfoRecord dump'"):
+        parse_saquery_smir("header\n\t\tLID....1\n")
+
+
+def test_a_split_brain_names_both_masters_and_the_first_in_the_spof():
+    other = SmInfo(4, "0x0000000000100004", 10, 5, 3)
+    found = {f.rule: f.message for f in sm_findings(None, SmView(0.0, (MASTER, other), "ftree"))}
+    assert found["sm_split_brain"] == "2 master SMs (0x0000000000200000, 0x0000000000100004): split brain"
+    assert found["sm_no_standby"] == "no standby SM: the master 0x0000000000200000 is a single point of failure"
+
+
+def test_a_setting_with_two_words_keeps_both():
+    assert parse_opensm_conf("routing_engine ftree updn\n")["routing_engine"] == "ftree updn"

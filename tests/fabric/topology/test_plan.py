@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fabric.topology.plan import PlanError, PlanRequest, plan_designs
@@ -126,3 +128,35 @@ def test_a_bad_request_names_the_argument(req, message):
 def test_every_design_of_the_comparison_is_listed_in_a_fixed_order():
     ids = [d.id for d in plan_designs(K1024)]
     assert ids == [f"{t}t-{r}:1-{kind}" for t in (2, 3) for r in (1, 2, 3) for kind in ("rail", "flat")]
+
+
+def test_a_design_not_built_counts_nothing():
+    assert design(K1024, "3t-1:1-rail").as_dict() == {
+        "id": "3t-1:1-rail", "tiers": 3, "oversubscription": 1.0, "rail_optimised": True, "feasible": False,
+        "why_not": "not needed: 1,024 endpoints fit two tiers (a third adds switches and hops)", "down": 0, "up": 0,
+        "leaves": 0, "spines": 0, "cores": 0, "host_cables": 0, "leaf_spine_cables": 0, "spine_core_cables": 0,
+        "bisection_gbps": 0.0, "leaf_domain_servers": 0, "leaf_domain_gpus": 0, "cost": None, "switches": 0,
+        "spofs": [],
+    }  # fmt: skip
+
+
+def test_a_design_is_a_value_that_cannot_change():
+    d = design(K1024, "2t-1:1-rail")
+    with pytest.raises(AttributeError):
+        d.leaves = 1  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        K1024.gpus = 1  # type: ignore[misc]
+    assert replace(d, plan=None) == d  # the generator's plan rides along, it is not part of the design's value
+
+
+def test_a_free_item_is_a_price():
+    priced = design(K1024, "2t-1:1-rail", {"switch": 0, "cable": 0, "optic": 0})
+    assert priced.cost == 0
+
+
+def test_a_flat_server_whose_hcas_do_not_fit_a_leaf_is_refused_and_one_that_just_fits_is_built():
+    # 36 ports at 1:1: 18 host ports. 20 HCAs do not fit; 10 HCAs: one server per leaf.
+    wide = design(PlanRequest(gpus=80, gpus_per_server=8, hcas_per_server=20, radix=36), "2t-1:1-flat")
+    assert (wide.feasible, wide.why_not) == (False, "a server's 20 HCAs do not fit one leaf's 18 host ports at 1:1")
+    one = design(PlanRequest(gpus=80, gpus_per_server=8, hcas_per_server=10, radix=36), "2t-1:1-flat")
+    assert (one.feasible, one.leaves, one.leaf_domain_servers) == (True, 10, 1)
