@@ -19,6 +19,9 @@ allocation description as the node agents (scheduler.launch.env.JobAllocation) a
   which many test and small sites lack: `scontrol show job` answers for MinJobAge seconds after the end).
 - `SlurmLauncher`: submit (idempotent), ours (every Slurm job of this tag), status, stop (`scancel --signal=TERM
   --full`, the grace period, then `scancel --signal=KILL --full`).
+- `outcome`: what Slurm's state of one of our jobs means to the lifecycle (running, completed, failed, requeue,
+  unstartable, wait); `plan_watch`: one watcher pass over `ours()` against the database's open generations (adopt a
+  submit whose answer was lost, cancel stale or duplicate submits, notice what Slurm no longer lists).
 """
 
 from __future__ import annotations
@@ -467,3 +470,46 @@ def outcome(job: SlurmJob, *, was_running: bool, waiting_s: float, ack_timeout_s
     if state in ("RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING", "SIGNALING", "STAGE_OUT", "RESIZING"):
         return Outcome("running", f"running in Slurm as job {sid} on {job.nodes}")
     return Outcome("wait", state)
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmPlan:
+    """One watcher pass: `watch` (key -> the Slurm job that is that generation's), `adopt` (keys whose submit went
+    through but was never recorded: the worker died between sbatch and its answer), `cancel` (Slurm ids of ours
+    that no current generation owns: stale, or a second submit of one generation), `missing` (keys recorded as
+    submitted that Slurm no longer lists: scontrol decides whether it ended or was forgotten)."""
+
+    watch: dict[tuple[int, int], SlurmJob]
+    adopt: list[tuple[int, int]]
+    cancel: list[int]
+    missing: list[tuple[int, int]]
+
+
+def plan_watch(
+    found: Iterable[tuple[tuple[int, int], SlurmJob]], expected: Mapping[tuple[int, int], int | None]
+) -> SlurmPlan:
+    """`found`: SlurmLauncher.ours(); `expected`: each open (job, generation) of the database -> its recorded Slurm
+    id (None: submit sent, no answer yet). The recorded id wins; else the lowest live one (the first submit)."""
+    by_key: dict[tuple[int, int], list[SlurmJob]] = {}
+    for key, job in found:
+        by_key.setdefault(key, []).append(job)
+    watch, adopt, cancel, missing = {}, [], [], []
+    for key, jobs in sorted(by_key.items()):
+        live = sorted((j for j in jobs if not j.ended), key=lambda j: j.slurm_id)
+        if key not in expected:
+            cancel += [j.slurm_id for j in live]
+            continue
+        recorded = expected[key]
+        if recorded is not None:  # the recorded id is the truth: any other live one is a second submit
+            mine = next((j for j in jobs if j.slurm_id == recorded), None)
+        else:
+            mine = live[0] if live else min(jobs, key=lambda j: j.slurm_id)
+        if mine is None:
+            missing.append(key)
+        else:
+            watch[key] = mine
+            if recorded is None:
+                adopt.append(key)
+        cancel += [j.slurm_id for j in live if mine is None or j.slurm_id != mine.slurm_id]
+    missing += sorted(k for k, sid in expected.items() if k not in by_key and sid is not None)
+    return SlurmPlan(watch, adopt, sorted(cancel), sorted(missing))

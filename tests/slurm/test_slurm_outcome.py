@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.launch.slurm import outcome, parse_comment, parse_scontrol_job, parse_squeue
+from scheduler.launch.slurm import SlurmJob, outcome, parse_comment, parse_scontrol_job, parse_squeue, plan_watch
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -78,3 +78,47 @@ def test_squeue_lines_give_state_nodes_and_our_job_and_generation(sid, state, no
     assert (found[sid].state, found[sid].nodes) == (state, nodes)
     assert parse_comment(found[sid].comment, "cctest") == key
     assert parse_comment(found[sid].comment, "other") is None
+
+
+def _j(sid: int, state: str = "RUNNING", key=(7, 2)) -> tuple[tuple[int, int], SlurmJob]:
+    return key, SlurmJob(sid, f"cc-{key[0]}-g{key[1]}", f"clusterctl:cctest:{key[0]}:{key[1]}", state, "gpu1")
+
+
+def test_a_recorded_submit_is_watched_and_nothing_cancelled():
+    plan = plan_watch([_j(40)], {(7, 2): 40})
+    assert (list(plan.watch), plan.adopt, plan.cancel, plan.missing) == ([(7, 2)], [], [], [])
+
+
+def test_a_submit_whose_answer_was_lost_is_adopted():
+    plan = plan_watch([_j(40)], {(7, 2): None})
+    assert (plan.watch[(7, 2)].slurm_id, plan.adopt, plan.cancel) == (40, [(7, 2)], [])
+
+
+def test_a_second_submit_of_one_generation_is_cancelled_and_the_recorded_one_kept():
+    plan = plan_watch([_j(40), _j(41)], {(7, 2): 41})
+    assert (plan.watch[(7, 2)].slurm_id, plan.cancel) == (41, [40])
+
+
+def test_with_nothing_recorded_the_first_of_two_submits_is_adopted_and_the_second_cancelled():
+    plan = plan_watch([_j(41), _j(40)], {(7, 2): None})
+    assert (plan.watch[(7, 2)].slurm_id, plan.adopt, plan.cancel) == (40, [(7, 2)], [41])
+
+
+def test_a_live_slurm_job_of_a_generation_that_is_not_current_is_cancelled():
+    plan = plan_watch([_j(40, key=(7, 1)), _j(39, "COMPLETED", key=(7, 1))], {(7, 2): None})
+    assert (plan.watch, plan.cancel, plan.missing) == ({}, [40], [])
+
+
+def test_a_recorded_job_slurm_no_longer_lists_is_missing():
+    plan = plan_watch([], {(7, 2): 40, (8, 1): None})
+    assert (plan.watch, plan.missing) == ({}, [(7, 2)])
+
+
+def test_an_ended_recorded_job_is_still_watched_so_its_exit_is_read():
+    plan = plan_watch([_j(40, "FAILED")], {(7, 2): 40})
+    assert (plan.watch[(7, 2)].state, plan.cancel) == ("FAILED", [])
+
+
+def test_when_the_recorded_job_is_gone_another_live_one_is_cancelled_not_adopted():
+    plan = plan_watch([_j(41)], {(7, 2): 40})
+    assert (plan.watch, plan.cancel, plan.missing) == ({}, [41], [(7, 2)])
