@@ -513,3 +513,15 @@ def plan_watch(
         cancel += [j.slurm_id for j in live if mine is None or j.slurm_id != mine.slurm_id]
     missing += sorted(k for k, sid in expected.items() if k not in by_key and sid is not None)
     return SlurmPlan(watch, adopt, sorted(cancel), sorted(missing))
+
+
+# Slurm could not be asked (its controller down or slow): the submit or the watcher pass is retried later. Anything
+# else sbatch says is a refusal of this job (an unknown or drained node list, a partition or account that does not
+# exist): the launch is rolled back with that message.
+TRANSIENT_MESSAGES = ("Unable to contact slurm controller", "Socket timed out", "Slurm temporarily unable",
+                      "Zero Bytes were transmitted or received", "timed out after")  # fmt: skip
+
+
+def transient(message: str) -> bool:
+    """Whether a Slurm command's error means "try again" rather than "this job cannot go to Slurm"."""
+    return any(m in message for m in TRANSIENT_MESSAGES)

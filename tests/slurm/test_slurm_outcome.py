@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from scheduler.launch.slurm import SlurmJob, outcome, parse_comment, parse_scontrol_job, parse_squeue, plan_watch
+from scheduler.launch.slurm import (
+    SlurmJob,
+    outcome,
+    parse_comment,
+    parse_scontrol_job,
+    parse_squeue,
+    plan_watch,
+    transient,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -122,3 +130,15 @@ def test_an_ended_recorded_job_is_still_watched_so_its_exit_is_read():
 def test_when_the_recorded_job_is_gone_another_live_one_is_cancelled_not_adopted():
     plan = plan_watch([_j(41)], {(7, 2): 40})
     assert (plan.watch, plan.cancel, plan.missing) == ({}, [41], [(7, 2)])
+
+
+def test_sbatch_without_its_controller_is_transient():
+    assert transient((FIXTURES / "sbatch_slurm22.05_emu_no_controller.err").read_text())
+
+
+def test_squeue_without_its_controller_is_transient():
+    assert transient((FIXTURES / "squeue_slurm22.05_emu_no_controller.err").read_text())
+
+
+def test_sbatch_refusing_an_unknown_node_is_a_refusal_not_transient():
+    assert not transient((FIXTURES / "sbatch_slurm22.05_emu_invalid_node.err").read_text())
