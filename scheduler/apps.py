@@ -1,18 +1,27 @@
 from django.apps import AppConfig
 
-from fabric import events, providers
-
 
 class SchedulerConfig(AppConfig):
     name = "scheduler"
     verbose_name = "Scheduler"
 
     def ready(self) -> None:
-        # Here, not at the top: both modules read models, which exist only once the app registry is ready.
+        # Here, not at the top: these modules read models, which exist only once the app registry is ready.
+        from fabric import events, providers
         from scheduler import fabric_feed
         from scheduler import tasks as _tasks  # noqa: F401  registers the tasks by name for scheduler.enqueue
 
-        events.subscribe(fabric_feed.on_fabric_changed)
+        events.subscribe(_fabric_changed)
         # The fabric shows jobs (the twin runs them) and pools (a cluster's load) without importing the scheduler.
         providers.register_job_demand(fabric_feed.twin_jobs)
         providers.register_load_section("pools", fabric_feed.pools_load)
+
+
+def _fabric_changed(cluster_id: int, payload: dict) -> None:
+    """Node drained or down, GPU health or inventory changed: capacity moved, so schedule again."""
+    # Here, not at the top: apps.py is imported before the models exist.
+    from scheduler.enqueue import request_round
+    from scheduler.models import ClusterScheduler
+
+    if ClusterScheduler.objects.filter(cluster_id=cluster_id).exists():
+        request_round(cluster_id, f"fabric: {payload.get('kind', 'changed')}")

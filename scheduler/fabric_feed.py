@@ -12,8 +12,7 @@ from fabric.collectors.twin_model import TwinJob
 from fabric.models import Cluster
 from fabric.stored_twin import ALLREDUCE_GBPS_PER_GPU, MIG_SLICES
 from scheduler.choices import ACTIVE_STATUSES, ShareKind
-from scheduler.enqueue import request_round
-from scheduler.models import Allocation, ClusterScheduler, Pool
+from scheduler.models import Allocation, Pool
 from scheduler.selectors import pool_load
 
 
@@ -58,9 +57,3 @@ def pools_load(cluster: Cluster) -> list[dict]:
     pools = list(Pool.objects.filter(cluster=cluster).order_by("name"))
     loads = pool_load(pools)
     return [{"pool": p.name, "id": p.pk, **loads[p.pk]} for p in pools]
-
-
-def on_fabric_changed(cluster_id: int, payload: dict) -> None:
-    """Node drained or down, GPU health or inventory changed: capacity moved, so schedule again."""
-    if ClusterScheduler.objects.filter(cluster_id=cluster_id).exists():
-        request_round(cluster_id, f"fabric: {payload.get('kind', 'changed')}")
