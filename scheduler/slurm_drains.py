@@ -18,13 +18,14 @@ from fabric.choices import NodeState
 from fabric.models import Alert, Node
 from scheduler.launch.slurm import SlurmError, SlurmLauncher
 from scheduler.launch.slurm_drain import (
-    SINFO_ARGV,
     DrainResult,
+    SlurmNode,
     check_mode,
     drain_argv,
     parse_sinfo,
     plan_drains,
     resume_argv,
+    sinfo_argv,
 )
 
 log = logging.getLogger(__name__)
@@ -32,10 +33,18 @@ log = logging.getLogger(__name__)
 
 def wanted_drains(cluster_id: int) -> dict[str, str]:
     """host -> why it is out of service: an open alert that removed capacity on the node, one of its GPUs or HCA
-    ports (the first seen names the reason), or the liveness check took the node down. Two queries."""
-    hosts = dict(Node.objects.filter(cluster_id=cluster_id).values_list("hostname", "state_reason"))
-    down = Node.objects.filter(cluster_id=cluster_id, state=NodeState.DOWN, state_reason__startswith=TELEMETRY_REASON)
-    wanted = {host: reason for host, reason in down.values_list("hostname", "state_reason")}
+    ports (the first seen names the reason), or the liveness check took the node down."""
+    return _health(cluster_id)[0]
+
+
+def _health(cluster_id: int) -> tuple[dict[str, str], set[str]]:
+    """(wanted_drains, every host of the cluster), in two queries."""
+    nodes = Node.objects.filter(cluster_id=cluster_id).values_list("hostname", "state", "state_reason")
+    hosts, wanted = set(), {}
+    for host, state, reason in nodes:
+        hosts.add(host)
+        if state == NodeState.DOWN and reason.startswith(TELEMETRY_REASON):
+            wanted[host] = reason
     alerts = (
         Alert.objects.filter(cluster_id=cluster_id, cleared_at__isnull=True, removes_capacity=True)
         .order_by("first_seen", "id")
@@ -52,29 +61,45 @@ def wanted_drains(cluster_id: int) -> dict[str, str]:
             wanted[host] = f"{rule} {key}: {message}"
     for host, n in more.items():
         wanted[host] += f" (+{n} more)"
-    return wanted
+    return wanted, hosts
 
 
 def launcher() -> SlurmLauncher:
     return SlurmLauncher(slurm_conf=settings.SLURM_CONF, bindir=settings.SLURM_BINDIR)
 
 
-def sync_drains(cluster_id: int, *, mode: str | None = None, slurm: SlurmLauncher | None = None) -> DrainResult:
+def _failure(done) -> str:
+    return (done.stderr or done.stdout).strip() or f"exit {done.returncode}"
+
+
+def slurm_nodes(slurm: SlurmLauncher) -> dict[str, SlurmNode]:
+    """Slurm's nodes with their state and reason (one sinfo); SlurmError when sinfo fails."""
+    out = slurm.run(sinfo_argv(slurm.binary("sinfo")))
+    if out.returncode != 0:
+        raise SlurmError(f"sinfo: {_failure(out)}")
+    return parse_sinfo(out.stdout)
+
+
+def sync_drains(
+    cluster_id: int,
+    *,
+    mode: str | None = None,
+    slurm: SlurmLauncher | None = None,
+    nodes: dict[str, SlurmNode] | None = None,
+) -> DrainResult:
     """Bring Slurm's drains in line with the cluster's health. `mode` (default SLURM_DRAIN): off does nothing,
-    dry-run plans and logs, on runs scontrol. SlurmError when sinfo fails; a failed scontrol is in `errors`."""
+    dry-run plans and logs, on runs scontrol. `nodes`: Slurm's nodes when the caller already read them (one sinfo
+    for every cluster of a beat pass). SlurmError when sinfo fails; a failed scontrol is in `errors`."""
     mode = check_mode(mode or settings.SLURM_DRAIN)
     if mode == "off":
         return DrainResult(plan=plan_drains({}, {}), mode=mode)
     slurm = slurm or launcher()
-    argv = list(SINFO_ARGV)
-    argv[0] = slurm.binary("sinfo")
-    out = slurm.run(argv)
-    if out.returncode != 0:
-        raise SlurmError(f"sinfo: {(out.stderr or out.stdout).strip() or f'exit {out.returncode}'}")
-    plan = plan_drains(wanted_drains(cluster_id), parse_sinfo(out.stdout))
+    wanted, hosts = _health(cluster_id)
+    plan = plan_drains(wanted, slurm_nodes(slurm) if nodes is None else nodes, hosts)
     result = DrainResult(plan=plan, mode=mode)
-    steps = [(f"drain {n}", drain_argv(n, r, slurm.binary("scontrol"))) for n, r in plan.drain]
-    steps += [(f"resume {n}", resume_argv(n, slurm.binary("scontrol"))) for n in plan.resume]
+    scontrol = slurm.binary("scontrol")
+    steps = [(f"drain {n}", drain_argv(n, r, scontrol)) for n, r in plan.drain]
+    steps += [(f"resume {n}", resume_argv(n, scontrol)) for n in plan.resume]
     for what, cmd in steps:
         if mode == "dry-run":
             log.info("slurm drains (dry run): would %s", what)
@@ -84,7 +109,7 @@ def sync_drains(cluster_id: int, *, mode: str | None = None, slurm: SlurmLaunche
             result.done.append(what)
             log.info("slurm drains: %s", what)
         else:
-            error = f"{what}: {(done.stderr or done.stdout).strip() or f'exit {done.returncode}'}"
+            error = f"{what}: {_failure(done)}"
             result.errors.append(error)
             log.warning("slurm drains: %s", error)
     return result

@@ -29,7 +29,8 @@ from scheduler.launch.agent import AgentConfig, NodeAgent, Watcher
 from scheduler.launch.env import LaunchSettings
 from scheduler.launch.slurm import SlurmError
 from scheduler.models import ClusterScheduler, Job
-from scheduler.slurm_drains import sync_drains
+from scheduler.slurm_drains import launcher as drains_launcher
+from scheduler.slurm_drains import slurm_nodes, sync_drains
 
 log = logging.getLogger(__name__)
 # The database, the cache or the broker briefly out of reach, or a lock race lost more often than the actions' own
@@ -151,16 +152,19 @@ def agent_hello(host: str, found: list[dict]) -> None:
 
 @shared_task(ignore_result=True)
 def slurm_drains() -> dict[str, dict]:
-    """Beat (SLURM_DRAIN dry-run or on): Slurm's drains brought in line with each cluster's health. A cluster whose
-    sinfo fails is logged and tried again next tick; the others go on."""
+    """Beat (SLURM_DRAIN dry-run or on): Slurm's drains brought in line with each cluster's health, from one sinfo.
+    A Slurm that cannot be read is logged and tried again next tick."""
+    if settings.SLURM_DRAIN == "off":
+        return {}
+    slurm = drains_launcher()
+    try:
+        nodes = slurm_nodes(slurm)  # once for every cluster: they may share one Slurm
+    except SlurmError as exc:
+        log.warning("slurm drains: %s", exc)
+        return {}
     results = {}
     for cluster_id, name in Cluster.objects.values_list("pk", "name"):
-        try:
-            result = sync_drains(cluster_id)
-        except SlurmError as exc:
-            log.warning("slurm drains of cluster %s: %s", name, exc)
-            continue
-        results[name] = {"done": result.done, "errors": result.errors, **result.plan.as_dict()}
+        results[name] = sync_drains(cluster_id, slurm=slurm, nodes=nodes).as_dict()
     return results
 
 

@@ -18,7 +18,7 @@ cut to what fits on one line without characters Slurm would read as the end of a
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from scheduler.launch.slurm import SLURM_NAME, SlurmError
@@ -67,6 +67,9 @@ class DrainResult:
     done: list[str] = field(default_factory=list)  # "drain gpu2", "resume gpu3" as they were applied
     errors: list[str] = field(default_factory=list)
 
+    def as_dict(self) -> dict[str, object]:
+        return {"mode": self.mode, **self.plan.as_dict(), "done": self.done, "errors": self.errors}
+
 
 def check_mode(mode: str) -> str:
     if mode not in MODES:
@@ -94,8 +97,12 @@ def parse_sinfo(text: str) -> dict[str, SlurmNode]:
     return nodes
 
 
-def plan_drains(wanted: Mapping[str, str], slurm: Mapping[str, SlurmNode]) -> DrainPlan:
-    """What to tell Slurm, sorted by node name: `wanted` maps a node that should be out of service to why."""
+def plan_drains(
+    wanted: Mapping[str, str], slurm: Mapping[str, SlurmNode], hosts: Collection[str] | None = None
+) -> DrainPlan:
+    """What to tell Slurm, sorted by node name: `wanted` maps a node that should be out of service to why. `hosts`:
+    the cluster's own nodes (None: every node Slurm lists); only those are resumed, so a pass over one cluster never
+    resumes what clusterctl drained for another cluster under the same Slurm."""
     drain, resume, left = [], [], []
     for name in sorted(wanted):
         node = slurm.get(name)
@@ -109,7 +116,8 @@ def plan_drains(wanted: Mapping[str, str], slurm: Mapping[str, SlurmNode]) -> Dr
             drain.append((name, slurm_reason(wanted[name])))
     for name in sorted(slurm):
         node = slurm[name]
-        if name not in wanted and node.drained and node.ours and SLURM_NAME.match(name):
+        mine = hosts is None or name in hosts
+        if mine and name not in wanted and node.drained and node.ours and SLURM_NAME.match(name):
             resume.append(name)
     return DrainPlan(tuple(drain), tuple(resume), tuple(left))
 
@@ -122,4 +130,6 @@ def resume_argv(node: str, scontrol: str = "scontrol") -> list[str]:
     return [scontrol, "update", f"NodeName={node}", "State=RESUME"]
 
 
-SINFO_ARGV = ("sinfo", "-N", "-h", "-o", "%N|%T|%E")
+def sinfo_argv(sinfo: str = "sinfo") -> list[str]:
+    """One line per node: name, state, reason (parse_sinfo)."""
+    return [sinfo, "-N", "-h", "-o", "%N|%T|%E"]

@@ -33,8 +33,7 @@ class Command(BaseCommand):
         except SlurmError as exc:
             raise CommandError(str(exc)) from exc
         if o["json"]:
-            doc = {"mode": mode, **result.plan.as_dict(), "done": result.done, "errors": result.errors}
-            self.stdout.write(json.dumps(doc, indent=2))
+            self.stdout.write(json.dumps(result.as_dict(), indent=2))
         else:
             verb = "would " if mode == "dry-run" else ""
             for node, reason in result.plan.drain:

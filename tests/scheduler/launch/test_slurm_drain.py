@@ -20,6 +20,7 @@ from scheduler.launch.slurm_drain import (
     parse_sinfo,
     plan_drains,
     resume_argv,
+    sinfo_argv,
     slurm_reason,
 )
 
@@ -116,3 +117,13 @@ def test_a_node_name_scontrol_would_read_as_a_list_is_left_alone():
 def test_an_unknown_mode_names_the_choices():
     with pytest.raises(ValueError, match="SLURM_DRAIN must be one of off, dry-run, on, not 'yes'"):
         check_mode("yes")
+
+
+def test_only_the_clusters_own_nodes_are_resumed(slurm):
+    # gpu2 and gpu4 carry our prefix; a pass over a cluster of gpu1 and gpu2 may resume gpu2 only (gpu4 may be
+    # another cluster's, drained by clusterctl for an alert of that cluster).
+    assert plan_drains({}, slurm, hosts={"gpu1", "gpu2"}).resume == ("gpu2",)
+
+
+def test_sinfo_is_asked_for_one_line_per_node_with_state_and_reason():
+    assert sinfo_argv("/opt/slurm/bin/sinfo") == ["/opt/slurm/bin/sinfo", "-N", "-h", "-o", "%N|%T|%E"]
