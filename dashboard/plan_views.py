@@ -11,8 +11,8 @@ from django.shortcuts import render
 
 from dashboard.views import _common, operator_required
 from fabric.topology.link_speeds import SPEEDS
-from fabric.topology.plan import RADIXES, PlanError, PlanRequest, plan_designs
-from scheduler.sim.fabric_plan import JOB_SIZES, MESSAGE_BYTES, allreduce
+from fabric.topology.plan import RADIXES, PlanError, PlanRequest
+from scheduler.sim.fabric_plan import JOB_SIZES, MESSAGE_BYTES, compare_designs
 
 MAX_GPUS = 1_000_000
 
@@ -41,7 +41,7 @@ def plan_page(request: HttpRequest) -> HttpResponse:
         c = form.cleaned_data
         req = PlanRequest(c["gpus"], c["gpus_per_server"], c["hcas_per_server"], c["rate"], c["radix"])
         try:
-            rows = [(d, [_times(allreduce(req, d, n)) for n in JOB_SIZES]) for d in plan_designs(req)]
+            rows = [(d, [_times(a) for a in ars]) for d, ars in compare_designs(req)]
         except PlanError as exc:
             form.add_error(None, str(exc))
             req, status = None, 400

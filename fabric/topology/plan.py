@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from fabric.importers.fattree import FatTreePlan, plan_fat_tree
 from fabric.topology.link_speeds import RateError, parse_rate
@@ -93,10 +93,8 @@ class Design:
         return self.host_cables + self.leaf_spine_cables + self.spine_core_cables
 
     def as_dict(self) -> dict:
-        keys = ("id", "tiers", "oversubscription", "rail_optimised", "feasible", "why_not", "down", "up", "leaves",
-                "spines", "cores", "host_cables", "leaf_spine_cables", "spine_core_cables", "bisection_gbps",
-                "leaf_domain_servers", "leaf_domain_gpus", "cost")  # fmt: skip
-        return {**{k: getattr(self, k) for k in keys}, "switches": self.switches, "spofs": list(self.spofs)}
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "plan"}
+        return {**values, "switches": self.switches, "spofs": list(self.spofs)}
 
 
 def check_request(req: PlanRequest) -> None:

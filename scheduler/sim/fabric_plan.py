@@ -21,9 +21,10 @@ A job of one server runs over NVLink and is not a fabric question: the design ta
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 
-from fabric.topology.plan import Design, PlanRequest
+from fabric.topology.plan import Design, PlanRequest, plan_designs
 from scheduler.core.costmodel import ring_allreduce_s, ring_latency_s
 from scheduler.core.topology import LEVEL_FABRIC, LEVEL_LEAF_GROUP, LEVEL_POD_GROUP
 from scheduler.core.types import CostParams
@@ -42,8 +43,7 @@ class AllReduce:
     worst_level: str = ""
 
     def as_dict(self) -> dict:
-        return {"gpus": self.gpus, "servers": self.servers, "best_s": self.best_s, "worst_s": self.worst_s,
-                "best_level": self.best_level, "worst_level": self.worst_level}  # fmt: skip
+        return asdict(self)
 
 
 def _level_name(level: int) -> str:
@@ -61,7 +61,7 @@ def allreduce(
     # A job of whole servers drives every rail of each (NCCL runs a ring per rail): the server's HCAs together.
     alone = req.link_gbps / 8.0 * req.hcas_per_server * P.net_efficiency
     crossing = P.core_factor if design.tiers == 3 else P.spine_factor
-    pod_leaves = design.plan.leaves_per_pod if design.plan is not None else design.leaves
+    pod_leaves = design.plan.leaves_per_pod  # a feasible design always carries the generator's plan
     # Best: inside one leaf domain when it fits; else whole leaf domains under one spine layer (one pod), else core.
     if servers <= design.leaf_domain_servers:
         best_level, best_bw = LEVEL_LEAF_GROUP, alone
@@ -81,3 +81,11 @@ def allreduce(
         _level_name(best_level),
         _level_name(worst_level),
     )
+
+
+def compare_designs(
+    req: PlanRequest, prices: Mapping[str, object] | None = None
+) -> list[tuple[Design, list[AllReduce]]]:
+    """Every design of the comparison with the all-reduce of each JOB_SIZES job on it (the command's and the page's
+    table)."""
+    return [(d, [allreduce(req, d, n) for n in JOB_SIZES]) for d in plan_designs(req, prices)]

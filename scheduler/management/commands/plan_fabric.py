@@ -10,8 +10,8 @@ from django.core.management.base import BaseCommand, CommandError
 
 from fabric.actions import ActionError, generate_fabric
 from fabric.topology.link_speeds import parse_rate
-from fabric.topology.plan import RADIXES, Design, PlanError, PlanRequest, plan_designs
-from scheduler.sim.fabric_plan import JOB_SIZES, MESSAGE_BYTES, allreduce
+from fabric.topology.plan import RADIXES, Design, PlanError, PlanRequest
+from scheduler.sim.fabric_plan import JOB_SIZES, MESSAGE_BYTES, compare_designs
 
 
 def _ms(value: float | None) -> str:
@@ -35,13 +35,12 @@ class Command(BaseCommand):
     def handle(self, **o):
         req = PlanRequest(o["gpus"], o["gpus_per_server"], o["hcas_per_server"], o["rate"], o["radix"])
         try:
-            designs = plan_designs(req, self._prices(o["prices"]))
+            rows = compare_designs(req, self._prices(o["prices"]))
         except PlanError as exc:
             raise CommandError(str(exc)) from exc
         if o["create_cluster"] or o["design"]:
-            self._create(req, designs, o["create_cluster"], o["design"])
+            self._create(req, [d for d, _ in rows], o["create_cluster"], o["design"])
             return
-        rows = [(d, [allreduce(req, d, n) for n in JOB_SIZES]) for d in designs]
         if o["json"]:
             doc = {
                 "request": {
