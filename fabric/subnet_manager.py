@@ -10,6 +10,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from fabric import actions
+from fabric.choices import SwitchRole
 from fabric.models import Switch
 from fabric.telemetry.subnet_manager import SM_RULES, SmView, carry, sm_findings, view_from_dict, view_to_dict
 
@@ -24,7 +25,7 @@ KEEP_S = 7 * 24 * 3600
 def tiers_of(cluster_id: int) -> int:
     """Switch tiers of the stored fabric (1: one switch layer; 2: leaves and spines; 3 with cores)."""
     roles = set(Switch.objects.filter(cluster_id=cluster_id).values_list("role", flat=True))
-    return 1 + ("spine" in roles) + ("core" in roles)
+    return 1 + (SwitchRole.SPINE in roles) + (SwitchRole.CORE in roles)
 
 
 def record_sm_view(cluster_id: int, view: SmView) -> dict:

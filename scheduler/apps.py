@@ -19,7 +19,8 @@ class SchedulerConfig(AppConfig):
 
 def _fabric_changed(cluster_id: int, payload: dict) -> None:
     """Node drained or down, GPU health or inventory changed: capacity moved, so schedule again."""
-    # Here, not at the top: apps.py is imported before the models exist.
+    # Here, not at the top: apps.py is imported before the models exist. `request_round` is looked up at each call,
+    # so a test that replaces scheduler.enqueue.request_round (tests/scheduler/test_lock_order.py) is obeyed.
     from scheduler.enqueue import request_round
     from scheduler.models import ClusterScheduler
 

@@ -1,6 +1,5 @@
-"""What the scheduler tells the fabric and hears from it (registered in `SchedulerConfig.ready` with
-`fabric.providers` and `fabric.events`): the jobs the twin runs, the pools' section of a cluster's live load, and a
-round when capacity moved."""
+"""What the scheduler tells the fabric (registered in `SchedulerConfig.ready` with `fabric.providers`): the jobs
+the twin runs, and the pools' section of a cluster's live load."""
 
 from __future__ import annotations
 

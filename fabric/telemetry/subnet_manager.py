@@ -36,7 +36,7 @@ _SMINFO = re.compile(
     r"sminfo: sm lid (?P<lid>\d+|0x[0-9a-fA-F]+) sm guid (?P<guid>0x[0-9a-fA-F]+), activity count (?P<act>\d+) "
     r"priority (?P<prio>\d+)(?: state (?P<state>\d+))?"
 )
-_FAILED = re.compile(r"sminfo: iberror: (?:failed: )?query failed|sminfo: iberror: failed: query")
+_FAILED = re.compile(r"sminfo: iberror: (?:failed: query|query failed)")  # infiniband-diags, new and old wording
 _FIELD = re.compile(r"^\s*(LID|GUID|ActCount|Priority|SMState)\.+(\S+)\s*$")
 _LOG = re.compile(r"^(?P<when>\w{3} \d\d \d\d:\d\d:\d\d) \d+ \[[0-9A-F]+\] 0x[0-9a-f]+ -> (?P<what>.*)$")
 
