@@ -116,4 +116,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from peak_rss import peak_rss_line  # beside this script, which Python puts first on sys.path
+
     main()
+    print(peak_rss_line())

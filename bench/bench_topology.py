@@ -116,4 +116,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from peak_rss import peak_rss_line  # beside this script, which Python puts first on sys.path
+
+    rc = main()
+    print(peak_rss_line())
+    raise SystemExit(rc)
