@@ -316,8 +316,27 @@ TWIN_FAULT_RATE = env.float("TWIN_FAULT_RATE", default=6.0)
 # twin plays the hardware too (embedded mode, TELEMETRY_COLLECTOR=twin), else process.
 #
 LAUNCHER = env.str("LAUNCHER", default="twin" if EMBEDDED or TELEMETRY_COLLECTOR == "twin" else "process")
-if LAUNCHER not in ("twin", "process", "container"):
-    raise ImproperlyConfigured(f"LAUNCHER must be twin, process or container, not {LAUNCHER!r}")
+if LAUNCHER not in ("twin", "process", "container", "slurm"):
+    raise ImproperlyConfigured(f"LAUNCHER must be twin, process, container or slurm, not {LAUNCHER!r}")
+# LAUNCHER=slurm (docs/running-jobs.md "The Slurm launcher"): clusterctl places, Slurm runs. A worker on a Slurm submit
+# host consumes the `slurm` queue (sbatch, scancel, squeue, scontrol there, with SLURM_CONF and SLURM_BINDIR above);
+# SLURM_TAG marks our jobs' comments (a second clusterctl on the same Slurm uses another), SLURM_PARTITION and
+# SLURM_ACCOUNT go to sbatch, SLURM_OUTPUT_DIR (absolute, shared by the nodes) holds cc-<job>-g<generation>-<id>.out
+# ("" : Slurm's slurm-<id>.out in the job's working directory); the watcher reads Slurm every SLURM_WATCH_INTERVAL_S.
+SLURM_QUEUE = env.str("SLURM_QUEUE", default="slurm")
+SLURM_TAG = env.str("SLURM_TAG", default="clusterctl")
+SLURM_PARTITION = env.str("SLURM_PARTITION", default="")
+SLURM_ACCOUNT = env.str("SLURM_ACCOUNT", default="")
+SLURM_OUTPUT_DIR = env.str("SLURM_OUTPUT_DIR", default="")
+SLURM_WATCH_INTERVAL_S = env.float("SLURM_WATCH_INTERVAL_S", 10.0)
+if SLURM_OUTPUT_DIR and not SLURM_OUTPUT_DIR.startswith("/"):
+    raise ImproperlyConfigured(f"SLURM_OUTPUT_DIR must be an absolute path, not {SLURM_OUTPUT_DIR!r}")
+if LAUNCHER == "slurm":
+    CELERY_BEAT_SCHEDULE["slurm-watch"] = {
+        "task": "scheduler.tasks.slurm_watch",
+        "schedule": SLURM_WATCH_INTERVAL_S,
+        "options": {"expires": SLURM_WATCH_INTERVAL_S, "queue": SLURM_QUEUE},
+    }
 # Central: every node of a launch must acknowledge (prepare, then start) within this, or the launch is rolled back
 # and the job requeued; a stop unconfirmed this long after its grace period is given up (the node is gone).
 LAUNCH_ACK_TIMEOUT_S = env.float("LAUNCH_ACK_TIMEOUT_S", 120.0)

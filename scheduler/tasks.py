@@ -19,7 +19,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fabric.models import Cluster
-from scheduler import rounds
+from scheduler import rounds, slurm_launches
 from scheduler.actions.errors import Contended, RoundBusy
 from scheduler.actions.launches import agent_hello as hello
 from scheduler.actions.launches import launch_job, record_exit, record_prepared, record_started, record_stopped, sweep
@@ -168,6 +168,31 @@ def slurm_drains() -> dict[str, dict]:
     return results
 
 
+@shared_task(ignore_result=True, acks_late=True, **LAUNCH_RETRY)
+def slurm_submit(job_id: int, generation: int) -> str:
+    """Slurm submit host (queue `slurm`, LAUNCHER=slurm): sbatch the placed generation once."""
+    return slurm_launches.submit(job_id, generation)
+
+
+@shared_task(ignore_result=True, acks_late=True, **LAUNCH_RETRY)
+def slurm_stop(job_id: int, generation: int, grace_s: float, why: str = "") -> dict:
+    """Slurm submit host: scancel --signal=TERM, the grace period, then KILL; each node's launch answered."""
+    return slurm_launches.stop(job_id, generation, grace_s, why)
+
+
+@shared_task(ignore_result=True)
+def slurm_watch() -> dict:
+    """Beat (LAUNCHER=slurm), on the submit host: Slurm's state of our jobs applied to theirs; strays cancelled.
+    A Slurm that cannot be read is logged and read again next tick."""
+    if settings.LAUNCHER != "slurm":
+        return {}
+    try:
+        return slurm_launches.watch()
+    except SlurmError as exc:
+        log.warning("slurm watch: %s", exc)
+        return {}
+
+
 @shared_task(ignore_result=True)
 def launch_sweep() -> dict:
     """Beat: ack and stop timeouts, lost launch messages; the twin's jobs that reached est_runtime_s."""
@@ -239,7 +264,7 @@ def node_tail(host: str, job_id: int, lines: int = 100) -> dict:
 @signals.worker_ready.connect
 def _start_watchers(sender=None, **kwargs) -> None:
     """A node agent (a worker consuming node.<name>) starts its watcher: hello now, then every job's end."""
-    if settings.LAUNCHER == "twin" or sender is None:
+    if settings.LAUNCHER in ("twin", "slurm") or sender is None:
         return
     queues = [q for q in sender.app.amqp.queues.consume_from]
     for host in (q[len("node.") :] for q in queues if q.startswith("node.")):

@@ -35,11 +35,11 @@ from celery.exceptions import TimeoutError as CeleryTimeout
 from django.conf import settings
 from django.core.cache import cache
 from django.db import IntegrityError, transaction
-from django.db.models import F
+from django.db.models import Count, F
 from django.utils import timezone
 
 from clusterctl import outages
-from fabric.models import NodeTopology
+from fabric.models import GPU, NodeTopology
 from scheduler import enqueue
 from scheduler.actions.allocations import ShareSpec, allocate, release_allocations
 from scheduler.actions.jobs import SCHEDULER, finish_job, move_job, record_event, request_round_on_commit, requeue_job
@@ -59,8 +59,14 @@ S = LaunchState
 
 
 def enabled() -> bool:
-    """Whether node agents launch jobs (LAUNCHER process or container), or the twin plays them."""
+    """Whether jobs are launched (node agents under LAUNCHER process or container, Slurm under slurm), or the twin
+    plays them."""
     return settings.LAUNCHER != "twin"
+
+
+def by_slurm() -> bool:
+    """LAUNCHER=slurm: one sbatch per generation from the submit host's worker (queue `slurm`), no node agents."""
+    return settings.LAUNCHER == "slurm"
 
 
 def placed_status() -> str:
@@ -84,6 +90,26 @@ def _send_on_commit(task: str, messages: Sequence[tuple[str, tuple]], link: str 
         _send(task, messages, link, **options)
 
     transaction.on_commit(send)
+
+
+def _send_slurm_on_commit(task: str, args: tuple) -> None:
+    """After commit, scheduler.tasks.<task> to the Slurm submit host's queue (never raises into the caller)."""
+    transaction.on_commit(lambda: _send_slurm(task, args))
+
+
+def _send_slurm(task: str, args: tuple) -> bool:
+    if outages.recent(outages.BROKER):
+        return False
+    try:
+        enqueue.task(task).apply_async(args, queue=settings.SLURM_QUEUE)
+    except outages.OUTAGE_ERRORS as exc:
+        outages.note(exc, f"{task} of job {args[0]} is not sent to the Slurm submit host; the launch sweep sends it "
+                     "again", key="slurm messages")  # fmt: skip
+        return False
+    except Exception:
+        log.exception("could not send %s%s", task, args)
+        return False
+    return True
 
 
 def _send(task: str, messages: Sequence[tuple[str, tuple]], link: str = "", **options: Any) -> int:
@@ -196,10 +222,18 @@ def launch_job(job_id: int) -> list[Launch]:
             Launch(job=job, generation=job.generation, node_id=node_id, hostname=nodes[node_id].hostname,
                    state=S.SENT, gpu_ids=[a.gpu_id for a in items], payload=payload, changed_at=now)
         )  # fmt: skip
+    if by_slurm():  # how many GPUs each node has: a job holding every one of them is --exclusive in Slurm
+        totals = dict(GPU.objects.filter(node_id__in=list(nodes)).values("node_id").annotate(n=Count("pk"))
+                      .values_list("node_id", "n").order_by())  # fmt: skip
+        for r in rows:
+            r.payload["node_gpus"] = totals.get(r.node_id, 0)
     master = next(r for r in rows if r.hostname == master_hostname(r.hostname for r in rows))
     if _store_with_master_port(job, rows, master) is None:
         rollback(job, f"every master port ({settings.LAUNCH_MASTER_PORTS}) is held on {master.hostname}: requeued")
         return []
+    if by_slurm():
+        _send_slurm_on_commit("slurm_submit", (job.pk, job.generation))
+        return rows
     prepares = [(r.hostname, (r.payload,)) for r in rows]
     _send_on_commit("node_prepare", prepares, link="launch_ack", expires=settings.LAUNCH_ACK_TIMEOUT_S)
     return rows
@@ -234,7 +268,7 @@ def _store_with_master_port(job: Job, rows: list[Launch], master: Launch) -> int
     return None
 
 
-def _launches_for_update():
+def launches_for_update():
     """Launch rows to lock, the launch's row only: the default ordering on `job` would join, and lock, the job too."""
     return Launch.objects.select_for_update(no_key=True, of=("self",)).order_by("pk")
 
@@ -244,12 +278,12 @@ def _locked(result: Mapping[str, Any]) -> tuple[Job | None, Launch | None]:
     if job is None:
         return None, None
     launch = (
-        _launches_for_update().filter(job=job, generation=int(result["generation"]), hostname=result["host"]).first()
+        launches_for_update().filter(job=job, generation=int(result["generation"]), hostname=result["host"]).first()
     )
     return job, launch
 
 
-def _set(launch: Launch, state: str, **fields: Any) -> None:
+def set_launch(launch: Launch, state: str, **fields: Any) -> None:
     launch.state = state
     launch.changed_at = timezone.now()
     for key, value in fields.items():
@@ -257,8 +291,8 @@ def _set(launch: Launch, state: str, **fields: Any) -> None:
     launch.save()
 
 
-def _close(launch: Launch, state: str, reason: str, **fields: Any) -> None:
-    _set(launch, state, reason=reason[:500], finished_at=timezone.now(), **fields)
+def close_launch(launch: Launch, state: str, reason: str, **fields: Any) -> None:
+    set_launch(launch, state, reason=reason[:500], finished_at=timezone.now(), **fields)
 
 
 def _generation(job: Job, generation: int | None = None) -> list[Launch]:
@@ -272,19 +306,19 @@ def record_prepared(result: Mapping[str, Any]) -> None:
     if launch is None or launch.state != S.SENT:
         return  # unknown, or answered already (a redelivered prepare)
     if job.generation != launch.generation or job.status != JobStatus.ADMITTED:
-        _close(launch, S.STOPPED, "stale: the job moved on before this node prepared")
+        close_launch(launch, S.STOPPED, "stale: the job moved on before this node prepared")
         return
     if not result.get("ok"):
         reason = str(result.get("reason") or "refused")
-        _close(launch, S.REFUSED, reason, acked_at=timezone.now())
+        close_launch(launch, S.REFUSED, reason, acked_at=timezone.now())
         rollback(job, f"{launch.hostname} refused the launch: {reason}; requeued")
         return
-    _set(launch, S.PREPARED, acked_at=timezone.now())
+    set_launch(launch, S.PREPARED, acked_at=timezone.now())
     launches = _generation(job)
     if not all(la.state == S.PREPARED for la in launches):
         return
     for la in launches:
-        _set(la, S.STARTING)
+        set_launch(la, S.STARTING)
     starts = [(la.hostname, (la.payload,)) for la in launches]
     _send_on_commit("node_start", starts, link="start_ack", expires=settings.LAUNCH_ACK_TIMEOUT_S)
 
@@ -297,15 +331,15 @@ def record_started(result: Mapping[str, Any]) -> None:
         return  # already running (redelivered), stopping (cancelled meanwhile) or ended
     if not result.get("ok"):
         reason = str(result.get("reason") or "could not start")
-        _close(launch, S.REFUSED, reason)
+        close_launch(launch, S.REFUSED, reason)
         if job.generation == launch.generation:
             rollback(job, f"{launch.hostname} could not start the job: {reason}; requeued")
         return
-    _set(launch, S.RUNNING, pid=result.get("pid"), started_at=timezone.now())
-    _advance(job)
+    set_launch(launch, S.RUNNING, pid=result.get("pid"), started_at=timezone.now())
+    advance_job(job)
 
 
-def _advance(job: Job) -> None:
+def advance_job(job: Job) -> None:
     """Move the job on from what its current generation's launches say: running, then completed."""
     launches = _generation(job)
     if not launches or job.status not in (JobStatus.ADMITTED, JobStatus.RUNNING):
@@ -328,10 +362,10 @@ def record_exit(host: str, item: Mapping[str, Any]) -> None:
         lost = item.get("state") == "lost"
         if launch.state in (S.STARTING, S.RUNNING, S.SENT, S.PREPARED):
             if lost:
-                _close(launch, S.LOST, f"{host} lost it: gone without an exit status (killed with its shim, or a "
+                close_launch(launch, S.LOST, f"{host} lost it: gone without an exit status (killed with its shim, or a "
                        "reboot)")  # fmt: skip
             else:
-                _close(launch, S.EXITED, f"exited with code {code}", returncode=code)
+                close_launch(launch, S.EXITED, f"exited with code {code}", returncode=code)
             if job.generation == gen and job.status in ACTIVE_STATUSES:
                 if lost and not job.requeue_opt_out:
                     requeue_job(job, actor=AGENT, reason=f"lost on {host} (no exit status); requeued")
@@ -340,14 +374,16 @@ def record_exit(host: str, item: Mapping[str, Any]) -> None:
                 elif code != 0:
                     finish_job(job, succeeded=False, reason=f"exited with code {code} on {host}")
                 else:
-                    _advance(job)
+                    advance_job(job)
         elif launch.state == S.STOPPING:
-            _close(launch, S.STOPPED, f"ended during its stop (code {code})", returncode=code)
+            close_launch(launch, S.STOPPED, f"ended during its stop (code {code})", returncode=code)
             settle(job)
     _forget_on_commit(host, int(item["job_id"]), gen)
 
 
 def _forget_on_commit(host: str, job_id: int, generation: int) -> None:
+    if by_slurm():
+        return  # no node agent keeps files of it: Slurm forgets its own jobs
     _send_on_commit("node_forget", [(host, (host, job_id, generation))])
 
 
@@ -361,16 +397,20 @@ def _stop(job: Job, launches: Sequence[Launch], why: str) -> int:
     asked = []
     for la in launches:
         if la.state in (S.SENT, S.PREPARED):
-            _close(la, S.STOPPED, f"{why}: never started")
+            close_launch(la, S.STOPPED, f"{why}: never started")
         elif la.state in (S.STARTING, S.RUNNING):
-            _set(la, S.STOPPING, stop_why=why, stop_sent_at=now)
+            set_launch(la, S.STOPPING, stop_why=why, stop_sent_at=now)
             asked.append((la.hostname, (la.hostname, job.pk, la.generation, job.grace_period_s, why)))
+    if by_slurm():  # one scancel per generation: Slurm signals every node of the job
+        for generation in sorted({args[2] for _, args in asked}):
+            _send_slurm_on_commit("slurm_stop", (job.pk, generation, job.grace_period_s, why))
+        return len(asked)
     _send_on_commit("node_stop", asked, link="stop_ack")
     return len(asked)
 
 
 def _open(job: Job) -> list[Launch]:
-    return list(_launches_for_update().filter(job=job, state__in=OPEN_LAUNCH_STATES))
+    return list(launches_for_update().filter(job=job, state__in=OPEN_LAUNCH_STATES))
 
 
 def abandon_launches(job: Job, why: str) -> int:
@@ -478,7 +518,7 @@ def record_stopped(result: Mapping[str, Any]) -> None:
     else:
         text = f"still running after its {grace} s grace period: killed with SIGKILL"
     if launch.state in OPEN_LAUNCH_STATES:
-        _close(launch, S.STOPPED, text, returncode=code, exited_within_grace=within)
+        close_launch(launch, S.STOPPED, text, returncode=code, exited_within_grace=within)
     elif launch.exited_within_grace is None and result.get("found"):
         launch.exited_within_grace = within
         launch.returncode = launch.returncode if launch.returncode is not None else code
@@ -556,7 +596,9 @@ def sweep(now=None) -> dict[str, int]:
         done["twin_finished"] = _twin_finish(now)
         return done
     ack_limit = settings.LAUNCH_ACK_TIMEOUT_S
-    waiting = (S.SENT, S.PREPARED, S.STARTING)
+    # In Slurm, a submitted generation (STARTING) may wait its turn there: the Slurm watcher rolls it back only for a
+    # reason Slurm will not get over (scheduler.launch.slurm.outcome); an unanswered submit (SENT) times out here.
+    waiting = (S.SENT, S.PREPARED) if by_slurm() else (S.SENT, S.PREPARED, S.STARTING)
     stuck = Launch.objects.filter(state__in=waiting, changed_at__lt=now - timedelta(seconds=ack_limit))
     for job_id in set(stuck.values_list("job_id", flat=True)):
         done["timed_out"] += _time_out(job_id, now, ack_limit)
@@ -567,7 +609,7 @@ def sweep(now=None) -> dict[str, int]:
         limit = la.job.grace_period_s + settings.LAUNCH_STOP_TIMEOUT_S
         if la.stop_sent_at < now - timedelta(seconds=limit):
             done["stops_given_up"] += _give_up_stop(la.pk, limit)
-    done["resent"] = _resend(now)
+    done["resent"] = _resend_slurm(now) if by_slurm() else _resend(now)
     unlaunched = Job.objects.filter(status=JobStatus.ADMITTED).exclude(launches__generation=F("generation"))
     for job_id in list(unlaunched.values_list("pk", flat=True)[:1000]):
         done["launched"] += bool(launch_job(job_id))
@@ -620,6 +662,36 @@ def _resend(now) -> int:
     return resent
 
 
+def _resend_slurm(now) -> int:
+    """Under LAUNCHER=slurm: a submit or stop unanswered for LAUNCH_RESEND_S is sent once more (both idempotent: the
+    submit finds the Slurm job it may have made by its comment, the stop of an ended job only says so)."""
+    cutoff = now - timedelta(seconds=settings.LAUNCH_RESEND_S)
+    quiet = (
+        Launch.objects.filter(state__in=(S.SENT, S.STOPPING), changed_at__lt=cutoff)
+        .values_list("pk", "state", "job_id", "generation", "stop_why", "job__grace_period_s")
+        .order_by("pk")[:1000]
+    )
+    resent, seen = 0, set()
+    for pk, state, job_id, generation, why, grace in quiet:
+        if (job_id, generation, state) in seen:
+            continue  # one message per generation, whatever its number of nodes
+        seen.add((job_id, generation, state))
+        key = _resend_key(pk, state)
+        hold = grace + settings.LAUNCH_STOP_TIMEOUT_S if state == S.STOPPING else settings.LAUNCH_ACK_TIMEOUT_S
+        try:
+            if not cache.add(key, 1, timeout=int(hold) + 1):
+                continue
+        except outages.OUTAGE_ERRORS as exc:
+            outages.note(exc, "unanswered Slurm submits and stops are not sent again until it is back", key="resends")
+            return resent
+        args = (job_id, generation, grace, why) if state == S.STOPPING else (job_id, generation)
+        if not _send_slurm("slurm_stop" if state == S.STOPPING else "slurm_submit", args):
+            cache.delete(key)
+            return resent
+        resent += 1
+    return resent
+
+
 @atomic_retry
 def _time_out(job_id: int, now, limit: float) -> int:
     job = lock_job(job_id)
@@ -627,14 +699,14 @@ def _time_out(job_id: int, now, limit: float) -> int:
         return 0
     cutoff = now - timedelta(seconds=limit)
     late = list(
-        _launches_for_update().filter(job=job, state__in=(S.SENT, S.PREPARED, S.STARTING), changed_at__lt=cutoff)
+        launches_for_update().filter(job=job, state__in=(S.SENT, S.PREPARED, S.STARTING), changed_at__lt=cutoff)
     )
     if not late:
         return 0
     silent = sorted({la.hostname for la in late if la.state != S.PREPARED})
     for la in late:
         if la.state == S.SENT:
-            _close(la, S.TIMED_OUT, f"no answer from {la.hostname} within {limit:g} s")
+            close_launch(la, S.TIMED_OUT, f"no answer from {la.hostname} within {limit:g} s")
     if job.status == JobStatus.ADMITTED and any(la.generation == job.generation for la in late):
         who = ", ".join(silent) or "its nodes"
         rollback(job, f"{who} did not acknowledge the launch within {limit:g} s; rolled back and requeued")
@@ -648,11 +720,11 @@ def _give_up_stop(launch_id: int, limit: float) -> int:
     # Job first, then its launch: the order every other lifecycle handler locks in (the reverse could deadlock).
     job_id = Launch.objects.filter(pk=launch_id).values_list("job_id", flat=True).first()
     job = lock_job(job_id) if job_id is not None else None
-    la = _launches_for_update().filter(pk=launch_id, state=S.STOPPING).first() if job else None
+    la = launches_for_update().filter(pk=launch_id, state=S.STOPPING).first() if job else None
     if la is None:
         return 0
     la.job = job
-    _close(la, S.LOST, f"no stop confirmation from {la.hostname} within {limit:g} s (its agent is gone?)")
+    close_launch(la, S.LOST, f"no stop confirmation from {la.hostname} within {limit:g} s (its agent is gone?)")
     record_event(
         la.job, la.job.status, f"{la.hostname}: stop not confirmed within {limit:g} s; given up", actor=SCHEDULER
     )
@@ -690,6 +762,18 @@ def read_log(job: Job, lines: int) -> dict[str, Any]:
     latest = Launch.objects.filter(job=job).order_by("-generation").values_list("generation", flat=True).first()
     if latest is None:
         body["detail"] = "not launched yet: no node has a log of it"
+        return body
+    if by_slurm():
+        sid = (Launch.objects.filter(job=job, generation=latest, slurm_job_id__isnull=False)
+               .values_list("slurm_job_id", flat=True).first())  # fmt: skip
+        name = f"cc-{job.pk}-g{latest}-{sid}.out"
+        where = (
+            f"{settings.SLURM_OUTPUT_DIR}/{name}"
+            if settings.SLURM_OUTPUT_DIR
+            else f"slurm-{sid}.out in {job.workdir or '/tmp'}"
+        )
+        body["detail"] = (f"runs in Slurm as job {sid}: Slurm writes its output to {where} (on the job's first node)"
+                          if sid else "submitted to Slurm, which has not answered with a job id yet")  # fmt: skip
         return body
 
     node_tail = enqueue.task("node_tail")

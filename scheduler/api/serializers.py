@@ -239,8 +239,8 @@ class JobEventSerializer(serializers.ModelSerializer):
 class LaunchSerializer(serializers.ModelSerializer):
     class Meta:
         model = Launch
-        fields = ["generation", "hostname", "state", "pid", "returncode", "exited_within_grace", "stop_why", "reason",
-                  "created_at", "started_at", "finished_at"]  # fmt: skip
+        fields = ["generation", "hostname", "state", "pid", "slurm_job_id", "returncode", "exited_within_grace",
+                  "stop_why", "reason", "created_at", "started_at", "finished_at"]  # fmt: skip
 
 
 class JobDetailSerializer(JobSerializer):

@@ -251,10 +251,16 @@ class JobViewSet(mixins.CreateModelMixin, viewsets.ReadOnlyModelViewSet):
 
 
 def _launch_errors(data: dict) -> dict[str, list[str]]:
-    """What the nodes need to run the job: a command for processes, an image for containers (not for the twin)."""
+    """What the nodes need to run the job: a command for processes and Slurm, an image for containers (not for the
+    twin); Slurm runs whole GPUs only."""
     if settings.LAUNCHER == "process" and not data.get("command"):
         extra = " (an image alone runs only where LAUNCHER=container)" if data.get("image") else ""
         return {"command": [f"jobs run as processes on the nodes (LAUNCHER=process): give the command to run{extra}"]}
+    if settings.LAUNCHER == "slurm" and not data.get("command"):
+        return {"command": ["jobs run in Slurm (LAUNCHER=slurm): give the command its batch script runs on each node"]}
+    if settings.LAUNCHER == "slurm" and data.get("sharing") not in (None, "", "exclusive"):
+        return {"sharing": [f"jobs run in Slurm (LAUNCHER=slurm), whose --gres gives whole GPUs: {data['sharing']} "
+                            "shares need the node agents (LAUNCHER=process or container)"]}  # fmt: skip
     if settings.LAUNCHER == "container" and not data.get("image"):
         return {"image": ["jobs run in containers on the nodes (LAUNCHER=container): give the image to run"]}
     return {}

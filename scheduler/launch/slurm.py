@@ -32,12 +32,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.launch.env import HcaAffinity, job_environment
+from scheduler.launch.env import GpuShare, HcaAffinity, JobAllocation, NodeAllocation, job_environment
 
 from .env import LaunchEnvError, check_job_env
 
 # A Slurm node, partition or account name: no hostlist characters ([ ] ,), no '=', no whitespace, no leading '-'.
 SLURM_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]{0,62}$")
+RUN_AS = re.compile(r"^[1-9][0-9]{0,9}:[1-9][0-9]{0,9}$")
 TAG = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 SLURM_ENV_PREFIXES = ("SLURM_", "SBATCH_", "SRUN_", "SALLOC_", "SLURMD_", "PMI_", "PMIX_")
 # Per-node values are ours (ranks, counts, HCA names, GPU ids); the batch script exports them as NAME=value.
@@ -81,6 +82,7 @@ class SlurmJobSpec:
     account: str = ""
     output: str = ""  # --output; empty: Slurm's default (slurm-<id>.out in the working directory)
     job_env: Mapping[str, str] = field(default_factory=dict)  # the job's own variables (checked again here)
+    run_as: str = ""  # "uid:gid" (the tenant's run_as): sbatch --uid/--gid, which only root may use; "" the submitter
 
 
 def job_name(job_id: int, generation: int) -> str:
@@ -137,6 +139,8 @@ def check_spec(spec: SlurmJobSpec) -> None:
         raise SlurmError(f"job {spec.job_id}: working directory {spec.workdir!r} must be absolute, one line")
     if spec.output and (not spec.output.startswith("/") or any(c in spec.output for c in "\0\n\r")):
         raise SlurmError(f"job {spec.job_id}: output {spec.output!r} must be an absolute path, one line")
+    if spec.run_as and not RUN_AS.match(spec.run_as):
+        raise SlurmError(f"job {spec.job_id}: run_as {spec.run_as!r} is not uid:gid")
     try:
         check_job_env(dict(spec.job_env))
     except LaunchEnvError as exc:
@@ -197,6 +201,9 @@ def sbatch_argv(spec: SlurmJobSpec, tag: str, sbatch: str = "sbatch") -> list[st
         argv.append(f"--account={spec.account}")
     if spec.output:
         argv.append(f"--output={spec.output}")
+    if spec.run_as:
+        uid, gid = spec.run_as.split(":")
+        argv += [f"--uid={uid}", f"--gid={gid}"]
     return argv
 
 
@@ -355,6 +362,12 @@ class SlurmLauncher:
             raise SlurmError(done.stderr.strip() or "scontrol show job failed")
         return parse_scontrol_job(done.stdout)
 
+    def cancel(self, slurm_id: int) -> None:
+        """scancel: Slurm's own end of the job (SIGTERM, KillWait, SIGKILL); one that already ended is no error."""
+        done = self.run([self.binary("scancel"), str(int(slurm_id))])
+        if done.returncode != 0 and "already completing or completed" not in done.stderr:
+            raise SlurmError(done.stderr.strip() or "scancel failed")
+
     def signal(self, slurm_id: int, sig: str) -> None:
         if sig not in ("TERM", "KILL", "INT", "USR1", "USR2"):
             raise SlurmError(f"signal {sig!r}")
@@ -408,6 +421,7 @@ def spec_from_allocation(
     partition: str = "",
     account: str = "",
     output: str = "",
+    run_as: str = "",
 ) -> SlurmJobSpec:
     """The spec of a placed job from the allocation every node agent would get (the same environment per node)."""
     envs = {}
@@ -421,7 +435,57 @@ def spec_from_allocation(
     gpus = {n.hostname: len(n.gpus) for n in job.nodes}
     return SlurmJobSpec(job.job_id, job.generation, gpus, envs, command, workdir, exclusive=exclusive,
                         grace_s=grace_s, partition=partition, account=account, output=output,
-                        job_env=dict(job.env))  # fmt: skip
+                        job_env=dict(job.env), run_as=run_as)  # fmt: skip
+
+
+def spec_from_payloads(
+    payloads: Sequence[Mapping], *, partition: str = "", account: str = "", output_dir: str = "", settings=None
+) -> SlurmJobSpec:
+    """The spec of one generation from the launch payloads clusterctl stored for its nodes (one per node, the same
+    allocation in each; scheduler.actions.launches.launch_job). `node_gpus` in a payload is how many GPUs that node
+    has: a job that takes all of every node's is --exclusive, any other shares its nodes (--oversubscribe).
+    SlurmError naming the job for what Slurm cannot be asked to do: fractional shares (Slurm's --gres gives whole
+    GPUs), or no command (the Slurm launcher runs commands, not images)."""
+    if not payloads:
+        raise SlurmError("no launch payloads to submit")
+    first = payloads[0]
+    alloc = first["allocation"]
+    job_id = int(alloc["job_id"])
+    kinds = sorted({str(g.get("kind", "whole")) for n in alloc["nodes"] for g in n["gpus"]} - {"whole"})
+    if kinds:
+        raise SlurmError(
+            f"job {job_id}: {', '.join(kinds)} shares cannot run in Slurm, whose --gres gives whole GPUs "
+            "(fractional jobs need the node agents: LAUNCHER=process or container)"
+        )
+    if not first.get("command"):
+        raise SlurmError(
+            f"job {job_id}: no command (the Slurm launcher runs commands; an image needs LAUNCHER=container)"
+        )
+    nodes = tuple(
+        NodeAllocation(n["hostname"], tuple(GpuShare(**g) for g in n["gpus"]), n.get("address", ""))
+        for n in alloc["nodes"]
+    )
+    job = JobAllocation(job_id=job_id, nodes=nodes, generation=int(alloc["generation"]),
+                        env=dict(alloc.get("env") or {}), master_port=int(alloc.get("master_port") or 0))  # fmt: skip
+    by_host = {p["host"]: p for p in payloads}
+    held = {n.hostname: len(n.gpus) for n in nodes}
+    exclusive = all(
+        held.get(h, 0) >= int(p["node_gpus"]) if p.get("node_gpus") is not None else False for h, p in by_host.items()
+    )
+    name = job_name(job_id, job.generation)
+    return spec_from_allocation(
+        job,
+        command=str(first["command"]),
+        workdir=str(first.get("workdir") or "/tmp"),
+        exclusive=exclusive,
+        affinity={h: p.get("affinity") for h, p in by_host.items() if p.get("affinity")},
+        settings=settings,
+        grace_s=float(first.get("grace_s") or 30.0),
+        partition=partition,
+        account=account,
+        output=f"{output_dir.rstrip('/')}/{name}-%j.out" if output_dir else "",
+        run_as=str(first.get("run_as") or ""),
+    )
 
 
 def hosts_of(found: Iterable[SlurmJob]) -> dict[int, list[str]]:

@@ -21,6 +21,9 @@ class Launch(models.Model):
     master_port = models.PositiveIntegerField(
         null=True, blank=True, help_text="On the job's master node only: the MASTER_PORT it listens on."
     )
+    slurm_job_id = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="LAUNCHER=slurm: the Slurm job this generation was submitted as."
+    )
     stop_why = models.CharField(max_length=16, blank=True, help_text="preemption, migration, cancel, failure, ...")
     pid = models.IntegerField(null=True, blank=True)
     returncode = models.IntegerField(null=True, blank=True, help_text="Negative: killed by that signal.")

@@ -61,6 +61,18 @@ def test_what_runs_is_required_where_agents_launch(tenant, tenant_api, settings)
     assert post(tenant_api).status_code == 201  # the twin plays it: nothing to run
 
 
+def test_slurm_needs_a_command_and_whole_gpus(tenant, tenant_api, settings):
+    settings.LAUNCHER = "slurm"
+    assert post(tenant_api, image="pytorch:24.01").json()["command"] == [
+        "jobs run in Slurm (LAUNCHER=slurm): give the command its batch script runs on each node"
+    ]
+    assert post(tenant_api, command="python x.py", sharing="mps", fraction=0.5).json()["sharing"] == [
+        "jobs run in Slurm (LAUNCHER=slurm), whose --gres gives whole GPUs: mps shares need the node agents "
+        "(LAUNCHER=process or container)"
+    ]
+    assert post(tenant_api, command="python x.py", sharing="exclusive").status_code == 201
+
+
 def test_log_and_launches_of_own_jobs_only(tenant, tenant_api, settings, django_user_model):
     pool = tenant.quotas.get().pool
     job = actions.submit_job(tenant, pool, PriorityClass.objects.get(name="normal"), name="j", gpus=1, command="x")
@@ -80,9 +92,9 @@ def test_log_and_launches_of_own_jobs_only(tenant, tenant_api, settings, django_
                           exited_within_grace=None, changed_at=job.submitted_at)  # fmt: skip
     detail = tenant_api.get(f"{JOBS}{job.pk}/").json()
     assert detail["launches"] == [{
-        "generation": 1, "hostname": node.hostname, "state": "exited", "pid": None, "returncode": 0,
-        "exited_within_grace": None, "stop_why": "", "reason": "", "created_at": detail["launches"][0]["created_at"],
-        "started_at": None, "finished_at": None,
+        "generation": 1, "hostname": node.hostname, "state": "exited", "pid": None, "slurm_job_id": None,
+        "returncode": 0, "exited_within_grace": None, "stop_why": "", "reason": "",
+        "created_at": detail["launches"][0]["created_at"], "started_at": None, "finished_at": None,
     }]  # fmt: skip
 
     other = actions.create_tenant("other")
