@@ -59,6 +59,7 @@ def configure(
         "TELEMETRY_NODE_QUEUES": False,  # one worker serves every node's poll
         "TELEMETRY_FABRIC_AGENTS": ["auto"],
         "TELEMETRY_SWITCH_COLLECTOR": collector,
+        "TELEMETRY_SM_INTERVAL_S": 0.0,  # the twin runs no subnet manager for saquery to ask
         "LAUNCHER": "twin",  # no node agent can reach an in-process broker: the twin plays the jobs
     }
     if hold_down_s is not None:

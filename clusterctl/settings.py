@@ -283,6 +283,14 @@ TELEMETRY_INTERVAL_S = env.float("TELEMETRY_INTERVAL_S", 10.0)
 # TELEMETRY_SWITCH_COLLECTOR. Host names; "auto" = the first up node of each cluster; empty = no switch polling.
 TELEMETRY_FABRIC_AGENTS = env.list("TELEMETRY_FABRIC_AGENTS", default=[])
 TELEMETRY_SWITCH_COLLECTOR = env.str("TELEMETRY_SWITCH_COLLECTOR", default="perfquery")
+# The fabric agent also reads the subnet managers (saquery SMIR, docs/node-agent.md "The subnet manager") every this
+# many seconds, with the perfquery switch collector (0: never; the twin has no SM); TELEMETRY_SM_CA: the HCA saquery
+# uses (-C), TELEMETRY_OPENSM_CONF: opensm.conf where the agent's host runs the SM (its routing engine is checked).
+TELEMETRY_SM_INTERVAL_S = env.float(
+    "TELEMETRY_SM_INTERVAL_S", default=60.0 if TELEMETRY_SWITCH_COLLECTOR == "perfquery" else 0.0
+)
+TELEMETRY_SM_CA = env.str("TELEMETRY_SM_CA", default="")
+TELEMETRY_OPENSM_CONF = env.str("TELEMETRY_OPENSM_CONF", default="")
 # Poll tasks go to each node's own queue node.<hostname> (its agent). False: the default queue (embedded demo).
 TELEMETRY_NODE_QUEUES = env.bool("TELEMETRY_NODE_QUEUES", default=True)
 # Results of one poll are ingested together once this many seconds passed since the first arrived.

@@ -180,7 +180,7 @@ def overview(request: HttpRequest) -> HttpResponse:
 @operator_required
 def fabric_page(request: HttpRequest, cluster_id: int) -> HttpResponse:
     cluster = get_object_or_404(Cluster, pk=cluster_id)
-    return render(request, "dashboard/fabric.html", _cluster_context(cluster, "fabric"))
+    return render(request, "dashboard/fabric.html", _cluster_context(cluster, "fabric", sm=sm_status(cluster.pk)))
 
 
 # The fabric page's link panel: bounded span and point count whatever the query asks.

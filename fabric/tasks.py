@@ -25,9 +25,12 @@ from fabric.actions import TELEMETRY_REASON
 from fabric.choices import NodeState
 from fabric.collectors.registry import agent_collector, get_collector
 from fabric.collectors.samples import FABRIC_SOURCE, sample_from_dict
+from fabric.collectors.subnet_manager import SmReadError, read_subnet_managers
 from fabric.ingest import check_liveness, ingest_lock, ingest_samples, record_answers, record_round
 from fabric.latest import last_seen
 from fabric.models import Cluster, Node, Switch
+from fabric.subnet_manager import record_sm_error, record_sm_view
+from fabric.telemetry.subnet_manager import view_from_dict, view_to_dict
 
 log = logging.getLogger(__name__)
 RETRYABLE = (OperationalError, ConnectionError, TimeoutError)
@@ -113,6 +116,11 @@ def _poll_cluster(cluster_id: int, name: str) -> int:
         poll_switches.apply_async(
             (agent, switch_collector, guids), link=ingest.s(cluster_id), expires=expires, **_route(agent)
         )
+        sm_every = settings.TELEMETRY_SM_INTERVAL_S
+        if sm_every > 0 and cache.add(f"fabric:sm-poll:{cluster_id}", 1, timeout=max(1, int(sm_every))):
+            poll_subnet_managers.apply_async(
+                (agent,), link=ingest_subnet_managers.s(cluster_id), expires=expires, **_route(agent)
+            )
     return sent
 
 
@@ -133,6 +141,28 @@ def poll_switches(hostname: str, collector: str, guids: list[str]) -> dict:
     sample = get_collector(collector, **options).collect_switches(hostname, guids)
     sample.node = FABRIC_SOURCE
     return dataclasses.asdict(sample)
+
+
+@shared_task(acks_late=False, ignore_result=False, soft_time_limit=40)
+def poll_subnet_managers(hostname: str) -> dict:
+    """On the fabric agent: `saquery SMIR` (and opensm.conf's routing engine), as {"view": ...} or {"error": ...}.
+    No database access here."""
+    try:
+        view = read_subnet_managers(settings.TELEMETRY_SM_CA, settings.TELEMETRY_OPENSM_CONF)
+    except SmReadError as exc:
+        return {"host": hostname, "error": str(exc)}
+    return {"host": hostname, "view": view_to_dict(view)}
+
+
+@shared_task(ignore_result=True, autoretry_for=RETRYABLE, retry_backoff=True, max_retries=5)
+def ingest_subnet_managers(result: dict, cluster_id: int) -> dict:
+    """Central: the fabric agent's reading judged against the last (failover, hung SM) and recorded as alerts; a
+    reading that failed is kept for the fabric page and the report, and judges nothing."""
+    if "view" not in result:
+        record_sm_error(cluster_id, f"{result.get('host', '?')}: {result.get('error', 'no reading')}")
+        log.warning("subnet managers of cluster %s not read: %s", cluster_id, result.get("error"))
+        return {"error": result.get("error")}
+    return record_sm_view(cluster_id, view_from_dict(result["view"]))
 
 
 # Keys that ingest adds to a result in the inbox: the send time of the poll it answers, and "the poll expired on the

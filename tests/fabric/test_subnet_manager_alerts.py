@@ -66,7 +66,7 @@ def test_a_bad_hca_name_never_reaches_the_command_line(cluster):
 def test_the_report_page_shows_the_sms_and_the_missing_standby(cluster, client, operator):
     client.force_login(operator)
     page = client.get(f"/clusters/{cluster.pk}/report/").content.decode()
-    assert "Not read yet: run <code>manage.py subnet_manager" in page
+    assert "Not read yet: the fabric agent reads it every" in page and "run <code>manage.py subnet_manager" in page
     run(cluster, "--saquery-file", str(FIXTURES / "saquery_smir_ibsim_after_failover.out"), "--at", "1080")
     page = client.get(f"/clusters/{cluster.pk}/report/").content.decode()
     assert "<td>0x0000000000100004</td><td>master</td>" in page
