@@ -14,6 +14,8 @@ Layout (`plan_fat_tree` computes it, `generate_fat_tree` cables it):
   leaf per rail; HCA i of every server of the SU goes to leaf i of the SU. A server
   with 8 HCAs therefore sits on 8 leaves and no single leaf or cable cuts it off.
   With one HCA per server this degenerates to the classic one-leaf-per-rack tree.
+* Not rail-optimised (`rail_optimised=False`, plan_flat_fat_tree): every HCA of a server on one leaf,
+  floor(down / HCAs) servers per leaf, one rack per leaf; the tree above the leaves is built the same way.
 * Storage servers (2 HCAs, no GPUs) get their own SUs of 2 leaves, cabled the same way.
 * Two tiers when one spine layer reaches every leaf (leaves <= P). Spines: the smallest
   divisor of `up` that is >= ceil(leaves * up / P) and >= 2 (one spine would be a single
@@ -184,6 +186,28 @@ def plan_fat_tree(
     )
 
 
+def plan_flat_fat_tree(
+    nodes: int, hcas_per_node: int, leaf_ports: int = 64, oversubscription: float = 1.0
+) -> tuple[FatTreePlan, int]:
+    """The plan of a fat tree that is not rail-optimised: every HCA of a server on one leaf, `servers per leaf` =
+    floor(down / hcas) (down, up: a full leaf's split at the ratio), the tree above the leaves as for rail-optimised
+    ones (the leaves counted as leaves of single-HCA hosts). Returns (plan, servers per leaf); ValueError names the
+    impossible argument, or a server whose HCAs do not fit one leaf."""
+    if not isinstance(hcas_per_node, int) or hcas_per_node < 1:
+        raise ValueError(f"hcas_per_node must be >= 1, got {hcas_per_node!r} (a server needs a link to the fabric)")
+    if not isinstance(nodes, int) or nodes < 1:
+        raise ValueError(f"nodes must be a whole number >= 1, got {nodes!r}")
+    probe = plan_fat_tree(leaf_ports, 1, leaf_ports, oversubscription)  # a full leaf's port split at the ratio
+    per_leaf = probe.down // hcas_per_node
+    if per_leaf < 1:
+        raise ValueError(
+            f"a server's {hcas_per_node} HCAs do not fit one leaf's {probe.down} host ports at {oversubscription:g}:1"
+        )
+    leaves = math.ceil(nodes / per_leaf)
+    # One pseudo-host per host port: the plan of `leaves` full leaves of single-HCA hosts.
+    return plan_fat_tree(leaves * probe.down, 1, leaf_ports, oversubscription), per_leaf
+
+
 def _divisor_at_least(n: int, low: int) -> int:
     """The smallest divisor of n that is >= low (n itself when low > n): a switch count that
     splits n cables evenly, so every leaf (spine) has the same number of cables to each switch
@@ -205,8 +229,10 @@ def generate_fat_tree(
     hcas_per_node: int | None = None,
     name_prefix: str = "",
     uuid_salt: str = "",
+    rail_optimised: bool = True,
 ) -> ParsedFabric:
-    """A rail-optimised fat tree of `nodes` GPU servers (see the module docstring for the layout).
+    """A rail-optimised fat tree of `nodes` GPU servers (see the module docstring for the layout); with
+    `rail_optimised=False`, every HCA of a server on one leaf (plan_flat_fat_tree), no storage servers.
 
     GPU UUIDs are unique across a database only per (`uuid_salt`, hostname, index): give each
     generated cluster its own salt (the import action passes the cluster name).
@@ -227,10 +253,18 @@ def generate_fat_tree(
         except KeyError as exc:
             raise ValueError(exc.args[0]) from None
     hcas = gpus_per_node if hcas_per_node is None else hcas_per_node
-    plan = plan_fat_tree(nodes, hcas, leaf_ports, oversubscription, storage_nodes)
+    per_leaf = 0
+    if rail_optimised:
+        plan = plan_fat_tree(nodes, hcas, leaf_ports, oversubscription, storage_nodes)
+    elif storage_nodes:
+        raise ValueError("storage servers are cabled rail-optimised only (2 leaves per unit): leave storage_nodes 0")
+    else:
+        plan, per_leaf = plan_flat_fat_tree(nodes, hcas, leaf_ports, oversubscription)
     if nodes * hcas + storage_nodes * STORAGE_HCAS > _MAX_COUNTER:
         raise ValueError(f"{nodes * hcas} HCAs is more than the generator numbers ({_MAX_COUNTER})")
     builder = _Builder(plan, name_prefix, speed, leaf_ports, uuid_salt)
+    if per_leaf:
+        return builder.build_flat(nodes, hcas, per_leaf, gpus_per_node, model)
     return builder.build(nodes, storage_nodes, gpus_per_node, model)
 
 
@@ -304,8 +338,31 @@ class _Builder:
                 unit_leaves.append(self.switch(f"{pre}leaf{len(leaves) + 1:0{l_width}d}", "leaf", rack))
                 leaves.append(unit_leaves[-1])
             for slot, host in enumerate(hosts):
-                self.server(host, role, rack, unit_leaves, slot + 1, gpus if role == "compute" else 0, model)
+                ends = [(leaf, slot + 1) for leaf in unit_leaves]
+                self.server(host, role, rack, ends, gpus if role == "compute" else 0, model)
+        self.above_leaves(leaves)
+        return self.fabric
 
+    def build_flat(self, nodes: int, hcas: int, per_leaf: int, gpus: int, model: GpuModel | None) -> ParsedFabric:
+        """Not rail-optimised: `per_leaf` servers on each leaf, HCA i of the server in slot s on port s * hcas + i + 1,
+        one rack per leaf."""
+        plan, pre = self.plan, self.prefix
+        width = max(4, len(str(nodes)))
+        hostnames = [f"{pre}gpu{i:0{width}d}" for i in range(1, nodes + 1)]
+        l_width = max(3, len(str(plan.leaves)))
+        leaves: list[str] = []
+        for u in range(math.ceil(nodes / per_leaf)):
+            rack = f"{pre}rack{u + 1:02d}"
+            leaf = self.switch(f"{pre}leaf{u + 1:0{l_width}d}", "leaf", rack)
+            leaves.append(leaf)
+            for slot, host in enumerate(hostnames[u * per_leaf : (u + 1) * per_leaf]):
+                self.server(host, "compute", rack, [(leaf, slot * hcas + i + 1) for i in range(hcas)], gpus, model)
+        # The last leaf may be partly filled; it keeps the uplinks of a full one (as planned).
+        self.above_leaves(leaves)
+        return self.fabric
+
+    def above_leaves(self, leaves: list[str]) -> None:
+        plan, pre = self.plan, self.prefix
         # Spines, pod by pod; each leaf deals its uplinks round-robin over the pod's spines.
         sp_width = max(2, len(str(plan.spines)))
         spines: list[str] = []
@@ -345,20 +402,19 @@ class _Builder:
                         core = group[deal % group_size]
                         deal += 1
                         self.cable(spine, self.take_port(spine), core, self.take_port(core))
-        return self.fabric
 
     def server(
         self,
         host: str,
         role: NodeRole,
         rack: str,
-        unit_leaves: list[str],
-        leaf_port: int,
+        ends: list[tuple[str, int]],
         gpus: int,
         model: GpuModel | None,
     ) -> None:
-        nics = [f"mlx5_{i}" for i in range(len(unit_leaves))]
-        for i, leaf in enumerate(unit_leaves):
+        """The server with HCA i cabled to ends[i] (a leaf and its port)."""
+        nics = [f"mlx5_{i}" for i in range(len(ends))]
+        for i, (leaf, leaf_port) in enumerate(ends):
             ca = self.guid(_KIND_CA)
             port_guid = self.guid(_KIND_PORT)
             lid = self.lid()

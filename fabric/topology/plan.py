@@ -2,8 +2,9 @@
 
 Given the GPUs to connect, the GPUs and HCAs per server, the link rate and the switch radix, `plan_designs` lays
 out every design of the comparison: leaf oversubscription 1:1, 2:1, 3:1; rail-optimised or not; two or three tiers.
-The switch and cable counts are the fat-tree generator's own (`fabric.importers.fattree.plan_fat_tree`), so a
-rail-optimised design opens as a real cluster (`manage.py plan_fabric --create-cluster`) with exactly these counts.
+The switch and cable counts are the fat-tree generator's own (`fabric.importers.fattree.plan_fat_tree`, and
+`plan_flat_fat_tree` for designs that are not rail-optimised), so every design opens as a real cluster
+(`manage.py plan_fabric --create-cluster`) with exactly these counts.
 
 Conventions (the generator's):
 
@@ -27,7 +28,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 
-from fabric.importers.fattree import FatTreePlan, plan_fat_tree
+from fabric.importers.fattree import FatTreePlan, plan_fat_tree, plan_flat_fat_tree
 from fabric.topology.link_speeds import RateError, parse_rate
 
 RADIXES = (36, 40, 64, 128)
@@ -140,14 +141,7 @@ def _design(req: PlanRequest, r: float, rail: bool, tiers: int, prices: dict[str
         if rail:
             plan = plan_fat_tree(servers, hcas, leaf_ports=k, oversubscription=r)
         else:
-            probe = plan_fat_tree(k, 1, leaf_ports=k, oversubscription=r)  # a leaf's port split at r:1
-            per_leaf = probe.down // hcas
-            if per_leaf < 1:
-                return Design(**base, feasible=False, why_not=f"a server's {hcas} HCAs do not fit one leaf's "
-                              f"{probe.down} host ports at {r:g}:1")  # fmt: skip
-            leaves = math.ceil(servers / per_leaf)
-            # One pseudo-server per host port: the generator's plan for `leaves` full leaves of single-HCA hosts.
-            plan = plan_fat_tree(leaves * probe.down, 1, leaf_ports=k, oversubscription=r)
+            plan, _ = plan_flat_fat_tree(servers, hcas, leaf_ports=k, oversubscription=r)
     except ValueError as exc:
         return Design(**base, feasible=False, why_not=str(exc))
     if plan.tiers != tiers:

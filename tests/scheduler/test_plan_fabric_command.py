@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from fabric.models import Cluster, Node, Switch
+from fabric.models import Cluster, Link, Node, Port, Switch
 
 
 def run(*args: str) -> str:
@@ -48,7 +48,7 @@ def test_a_price_file_adds_a_cost_column(tmp_path):
         (["--gpus", "1024", "--prices", "/nonexistent/p.yaml"], "--prices /nonexistent/p.yaml"),
         (["--gpus", "64", "--create-cluster", "x"], "--create-cluster NAME and --design ID go together"),
         (["--gpus", "64", "--create-cluster", "x", "--design", "9t"], "--design '9t' is not one of"),
-        (["--gpus", "64", "--create-cluster", "x", "--design", "2t-1:1-flat"], "rail-optimised designs only"),
+        (["--gpus", "64", "--create-cluster", "x", "--design", "3t-1:1-flat"], "not feasible: not needed"),
     ],
 )
 def test_bad_arguments_name_what_is_wrong(args, message, db):
@@ -74,3 +74,24 @@ def test_a_rail_design_opens_as_a_cluster_with_the_planned_switches(db):
     assert Switch.objects.filter(cluster=cluster).count() == planned["switches"] == 10
     assert Node.objects.filter(cluster=cluster).count() == 8
     assert "design 2t-1:1-rail, 10 switches, 8 servers" in text
+
+
+def test_a_flat_design_opens_as_a_cluster_with_every_hca_of_a_server_on_one_leaf(db):
+    # 128 GPUs = 16 servers x 8 HCAs, 64-port leaves at 2:1: a leaf keeps 21 uplinks and 42 host ports, so 5 servers
+    # (40 HCAs) per leaf and 4 leaves (the last with one server); 2 tiers, 84 uplinks over the spines.
+    doc = json.loads(run("--gpus", "128", "--json"))
+    planned = next(x for x in doc["designs"] if x["id"] == "2t-2:1-flat")
+    assert (planned["leaves"], planned["host_cables"], planned["leaf_spine_cables"]) == (4, 128, 84)
+    run("--gpus", "128", "--create-cluster", "flat", "--design", "2t-2:1-flat")
+    cluster = Cluster.objects.get(name="flat")
+    assert Switch.objects.filter(cluster=cluster).count() == planned["switches"]
+    assert Switch.objects.filter(cluster=cluster, role="leaf").count() == 4
+    leaves_of = {}
+    for host, leaf in Port.objects.filter(cluster=cluster, hca__isnull=False, link__isnull=False).values_list(
+        "hca__node__hostname", "link__ports__switch__name"
+    ):
+        if leaf:
+            leaves_of.setdefault(host, set()).add(leaf)
+    assert len(leaves_of) == 16 and all(len(v) == 1 for v in leaves_of.values())
+    assert sorted(h for h, v in leaves_of.items() if v == leaves_of["gpu0001"]) == [f"gpu{i:04d}" for i in range(1, 6)]
+    assert Link.objects.filter(cluster=cluster).count() == planned["host_cables"] + planned["leaf_spine_cables"]

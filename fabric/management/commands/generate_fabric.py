@@ -23,6 +23,9 @@ class Command(BaseCommand):
         parser.add_argument("--storage-nodes", type=int, default=0)
         parser.add_argument("--rate", default="NDR", choices=SPEEDS)
         parser.add_argument("--hcas-per-node", type=int, default=None, help="default: one per GPU, as on DGX")
+        parser.add_argument(
+            "--flat", action="store_true", help="not rail-optimised: every HCA of a server on one leaf (no storage)"
+        )
         parser.add_argument("--json", action="store_true")
 
     def _progress(self, message: str) -> None:
@@ -39,6 +42,7 @@ class Command(BaseCommand):
             "storage_nodes": o["storage_nodes"],
             "rate": o["rate"],
             "hcas_per_node": o["hcas_per_node"],
+            **({"rail_optimised": False} if o["flat"] else {}),
         }
         try:
             progress = self._progress if o["verbosity"] >= 1 else no_progress

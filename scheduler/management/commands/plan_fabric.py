@@ -104,8 +104,6 @@ class Command(BaseCommand):
             raise CommandError(f"--design {design_id!r} is not one of {', '.join(d.id for d in designs)}")
         if not design.feasible:
             raise CommandError(f"--design {design_id}: not feasible: {design.why_not}")
-        if not design.rail_optimised:
-            raise CommandError(f"--design {design_id}: the fat-tree generator cables rail-optimised designs only")
         rate = parse_rate(req.rate)
         if rate.width != 4:
             raise CommandError(f"--rate {req.rate}: the generator cables 4x links only")
@@ -113,6 +111,7 @@ class Command(BaseCommand):
             summary = generate_fabric(
                 name, nodes=req.servers, gpus_per_node=req.gpus_per_server, hcas_per_node=req.hcas_per_server,
                 leaf_ports=req.radix, oversubscription=design.oversubscription, rate=rate.speed,
+                rail_optimised=design.rail_optimised,
             )  # fmt: skip
         except (ActionError, ValueError) as exc:
             raise CommandError(str(exc)) from exc
