@@ -291,6 +291,7 @@ TELEMETRY_SM_INTERVAL_S = env.float(
 )
 TELEMETRY_SM_CA = env.str("TELEMETRY_SM_CA", default="")
 TELEMETRY_OPENSM_CONF = env.str("TELEMETRY_OPENSM_CONF", default="")
+TELEMETRY_OPENSM_LOG = env.str("TELEMETRY_OPENSM_LOG", default="")  # its opensm.log: state changes, the last sweep
 # Poll tasks go to each node's own queue node.<hostname> (its agent). False: the default queue (embedded demo).
 TELEMETRY_NODE_QUEUES = env.bool("TELEMETRY_NODE_QUEUES", default=True)
 # Results of one poll are ingested together once this many seconds passed since the first arrived.

@@ -84,6 +84,8 @@ def sm_status(cluster_id: int) -> dict | None:
         "read_at": datetime.fromtimestamp(latest.at, tz=UTC),
         "moved_at": datetime.fromtimestamp(kept.at, tz=UTC),
         "routing_engine": latest.routing_engine,
+        "last_sweep": latest.last_sweep,
+        "log_events": list(latest.log_events[-5:]),
         "sms": [_sm_row(s, runs) for s in latest.sms],
         "masters": len(latest.masters),
         "master": next((_sm_row(s, runs) for s in latest.masters), None),

@@ -148,7 +148,9 @@ def poll_subnet_managers(hostname: str) -> dict:
     """On the fabric agent: `saquery SMIR` (and opensm.conf's routing engine), as {"view": ...} or {"error": ...}.
     No database access here."""
     try:
-        view = read_subnet_managers(settings.TELEMETRY_SM_CA, settings.TELEMETRY_OPENSM_CONF)
+        view = read_subnet_managers(
+            settings.TELEMETRY_SM_CA, settings.TELEMETRY_OPENSM_CONF, settings.TELEMETRY_OPENSM_LOG
+        )
     except SmReadError as exc:
         return {"host": hostname, "error": str(exc)}
     return {"host": hostname, "view": view_to_dict(view)}

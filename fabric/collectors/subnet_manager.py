@@ -1,5 +1,6 @@
 """The subnet managers, read on the fabric agent (issue 18, part 1): `saquery SMIR` (every SM of the subnet: LID,
-port GUID, priority, state, activity count) and, where this host runs OpenSM, its opensm.conf's routing engine.
+port GUID, priority, state, activity count) and, where this host runs OpenSM, its opensm.conf's routing engine and
+the last events of its opensm.log (state changes, `SUBNET UP`: the last heavy sweep).
 
 No Django: the fabric agent's task (fabric.tasks.poll_subnet_managers) and `manage.py subnet_manager --run` call
 `read_subnet_managers`; the central side judges the reading (fabric.subnet_manager.record_sm_view). The parsing is
@@ -14,7 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from fabric.telemetry.subnet_manager import SmView, parse_opensm_conf, parse_saquery_smir
+from fabric.telemetry.subnet_manager import SmView, parse_opensm_conf, parse_opensm_log, parse_saquery_smir
 
 CA_NAME = re.compile(r"^[A-Za-z0-9_]{1,32}$")
 
@@ -36,9 +37,14 @@ def saquery_argv(ca: str = "", binary: str = "saquery") -> list[str]:
     return argv
 
 
+LOG_TAIL_BYTES = 256 * 1024  # opensm.log grows for ever: its last events are at the end
+LOG_EVENTS = 20
+
+
 def read_subnet_managers(
     ca: str = "",
     opensm_conf: str = "",
+    opensm_log: str = "",
     *,
     timeout_s: float = 30.0,
     run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
@@ -66,4 +72,14 @@ def read_subnet_managers(
             engine = parse_opensm_conf(Path(opensm_conf).read_text())["routing_engine"] or ""
         except OSError as exc:
             raise SmReadError(f"{opensm_conf}: {exc.strerror or exc}") from None
-    return SmView(at, sms, engine)
+    events: tuple[tuple[str, str], ...] = ()
+    if opensm_log:
+        try:
+            with open(opensm_log, "rb") as f:
+                f.seek(0, 2)
+                f.seek(max(0, f.tell() - LOG_TAIL_BYTES))
+                tail = f.read().decode("utf-8", "replace")
+        except OSError as exc:
+            raise SmReadError(f"{opensm_log}: {exc.strerror or exc}") from None
+        events = tuple(parse_opensm_log(tail)[-LOG_EVENTS:])
+    return SmView(at, sms, engine, events)

@@ -65,6 +65,12 @@ class SmView:
     at: float
     sms: tuple[SmInfo, ...] = ()
     routing_engine: str = ""  # from opensm.conf where the agent runs the SM; "" unknown
+    log_events: tuple[tuple[str, str], ...] = ()  # the last opensm.log events there (parse_opensm_log), oldest first
+
+    @property
+    def last_sweep(self) -> str:
+        """When the local OpenSM last brought the subnet up (its log's last `SUBNET UP`, as logged); "" unknown."""
+        return next((when for when, what in reversed(self.log_events) if "SUBNET UP" in what), "")
 
     @property
     def masters(self) -> tuple[SmInfo, ...]:
@@ -183,8 +189,10 @@ def sm_findings(
 
 def view_to_dict(view: SmView) -> dict:
     return {"at": view.at, "routing_engine": view.routing_engine,
-            "sms": [[s.lid, s.guid, s.activity, s.priority, s.state] for s in view.sms]}  # fmt: skip
+            "sms": [[s.lid, s.guid, s.activity, s.priority, s.state] for s in view.sms],
+            "log_events": [list(e) for e in view.log_events]}  # fmt: skip
 
 
 def view_from_dict(data: dict) -> SmView:
-    return SmView(float(data["at"]), tuple(SmInfo(*s) for s in data["sms"]), data.get("routing_engine", ""))
+    events = tuple((str(w), str(e)) for w, e in data.get("log_events", ()))
+    return SmView(float(data["at"]), tuple(SmInfo(*s) for s in data["sms"]), data.get("routing_engine", ""), events)

@@ -89,3 +89,13 @@ def test_a_failed_read_is_shown_and_judges_nothing(cluster, client, operator):
     assert "Subnet manager: not read" in page and "gpu0001: saquery SMIR: Permission denied" in page
     tasks.ingest_subnet_managers(reading("saquery_smir_ibsim_two_sms.out", 1000.0), cluster.pk)
     assert sm_status(cluster.pk)["error"] is None  # a good reading clears it
+
+
+def test_the_local_opensms_last_sweep_is_on_the_fabric_page(cluster, client, operator):
+    text = (FIXTURES / "saquery_smir_ibsim_after_failover.out").read_text()
+    view = read_subnet_managers(opensm_log=str(FIXTURES / "opensm_ibsim_standby_to_master.log"), run=saquery(text))
+    tasks.ingest_subnet_managers({"host": "gpu0001", "view": view_to_dict(view)}, cluster.pk)
+    client.force_login(operator)
+    page = client.get(reverse("fabric", args=[cluster.pk])).content.decode()
+    assert "the local OpenSM last brought the subnet up Dec 03 07:19:41 (opensm.log)" in page
+    assert "<li>Dec 03 07:19:41: Entering MASTER state</li>" in page

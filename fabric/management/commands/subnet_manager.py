@@ -13,7 +13,13 @@ from django.core.management.base import BaseCommand, CommandError
 from fabric.collectors.subnet_manager import CA_NAME, SmReadError, read_subnet_managers
 from fabric.models import Cluster
 from fabric.subnet_manager import record_sm_view
-from fabric.telemetry.subnet_manager import SmParseError, SmView, parse_opensm_conf, parse_saquery_smir
+from fabric.telemetry.subnet_manager import (
+    SmParseError,
+    SmView,
+    parse_opensm_conf,
+    parse_opensm_log,
+    parse_saquery_smir,
+)
 
 
 class Command(BaseCommand):
@@ -26,6 +32,7 @@ class Command(BaseCommand):
         source.add_argument("--run", action="store_true", help="run `saquery SMIR` here")
         parser.add_argument("--ca", help="the HCA saquery uses (-C), e.g. mlx5_0")
         parser.add_argument("--opensm-conf", help="opensm.conf of the SM host: its routing engine is checked")
+        parser.add_argument("--opensm-log", help="opensm.log of the SM host: its state changes and last sweep")
         parser.add_argument("--at", type=float, help="the reading's time, seconds since the epoch (default: now)")
 
     def handle(self, **o):
@@ -37,7 +44,9 @@ class Command(BaseCommand):
             raise CommandError(f"--ca {o['ca']!r} is not an HCA name (letters, digits, _)")
         if o["run"]:
             try:
-                view = read_subnet_managers(o["ca"] or "", o["opensm_conf"] or "", now=lambda: at)
+                view = read_subnet_managers(
+                    o["ca"] or "", o["opensm_conf"] or "", o["opensm_log"] or "", now=lambda: at
+                )
             except SmReadError as exc:
                 raise CommandError(str(exc)) from exc
         else:
@@ -46,7 +55,8 @@ class Command(BaseCommand):
             except SmParseError as exc:
                 raise CommandError(str(exc)) from exc
             engine = parse_opensm_conf(self._read(o["opensm_conf"]))["routing_engine"] if o["opensm_conf"] else ""
-            view = SmView(at, sms, engine or "")
+            events = tuple(parse_opensm_log(self._read(o["opensm_log"]))[-20:]) if o["opensm_log"] else ()
+            view = SmView(at, sms, engine or "", events)
         result = record_sm_view(cluster.pk, view)
         for s in view.sms:
             self.stdout.write(f"SM lid {s.lid} guid {s.guid}: {s.state_name}, priority {s.priority}, "

@@ -59,3 +59,16 @@ def test_a_missing_saquery_or_a_bad_ca_is_an_error_naming_it():
 def test_output_saquery_never_prints_is_an_error():
     with pytest.raises(SmReadError, match="saquery SMIR: saquery line 1"):
         read_subnet_managers(run=saquery("\t\tLID...................1\n"))
+
+
+def test_the_local_opensm_log_gives_the_state_changes_and_the_last_sweep():
+    text = (FIXTURES / "saquery_smir_ibsim_after_failover.out").read_text()
+    view = read_subnet_managers(opensm_log=str(FIXTURES / "opensm_ibsim_standby_to_master.log"), run=saquery(text))
+    # the capture: the standby enters STANDBY at 07:18:31, takes over at 07:19:41 and brings the subnet up
+    assert view.log_events[-2:] == (("Dec 03 07:19:41", "Entering MASTER state"), ("Dec 03 07:19:41", "SUBNET UP"))
+    assert view.last_sweep == "Dec 03 07:19:41"
+
+
+def test_an_unreadable_opensm_log_is_an_error_naming_it(tmp_path):
+    with pytest.raises(SmReadError, match=f"{tmp_path}/none.log: No such file"):
+        read_subnet_managers(opensm_log=str(tmp_path / "none.log"), run=saquery(""))

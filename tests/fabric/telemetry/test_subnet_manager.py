@@ -136,13 +136,15 @@ def test_each_sminfo_state_has_its_name():
 
 
 def test_a_reading_survives_the_cache_as_it_was():
-    view = SmView(12.5, (MASTER, STANDBY), "ftree")
+    view = SmView(12.5, (MASTER, STANDBY), "ftree", (("Dec 03 07:19:41", "SUBNET UP"),))
     assert view_to_dict(view) == {
         "at": 12.5,
         "routing_engine": "ftree",
         "sms": [[1, "0x0000000000200000", 165, 14, 3], [4, "0x0000000000100004", 68, 5, 2]],
+        "log_events": [["Dec 03 07:19:41", "SUBNET UP"]],
     }
     assert view_from_dict(view_to_dict(view)) == view
+    assert view_from_dict({"at": 1, "sms": []}) == SmView(1.0)  # a reading kept before the log was read
 
 
 def test_the_first_reading_and_a_split_brain_become_the_memory():
