@@ -645,7 +645,7 @@ def alerts(c: _Cluster) -> dict:
 
 JOB_FIELDS = ("pk", "name", "tenant__name", "gpus", "nodes", "gpus_per_node", "sharing", "mps_compute_pct",
               "mig_profile", "priority_class__name", "status", "held", "pending_reason", "submitted_at", "started_at",
-              "queue_seq")  # fmt: skip
+              "queue_seq", "observed_slurm_id")  # fmt: skip
 
 
 def _gpus(n: int) -> str:
@@ -766,7 +766,7 @@ def queue(c: _Cluster, now: datetime | None = None) -> dict:
     rows = Job.objects.filter(pool__cluster_id=c.id).filter(Q(status=JobStatus.PENDING) | Q(status__in=ACTIVE_STATUSES))
     pending, running = [], []
     for (pk, name, tenant, n_gpus, nodes, per_node, sharing, mps_pct, mig_profile, priority, status, held,
-         held_reason, submitted, started, seq) in rows.values_list(*JOB_FIELDS):  # fmt: skip
+         held_reason, submitted, started, seq, slurm_id) in rows.values_list(*JOB_FIELDS):  # fmt: skip
         item = {"id": pk, "name": name, "tenant": tenant, "gpus": n_gpus,
                 "shape": shape_text(n_gpus, nodes, per_node, sharing, mps_pct, mig_profile),
                 "priority": priority}  # fmt: skip
@@ -775,6 +775,8 @@ def queue(c: _Cluster, now: datetime | None = None) -> dict:
             place, why = (entry.position, entry.reason) if entry else (None, NO_ROUND_YET)
             start, basis = (entry.estimated_start, entry.start_estimate) if entry and not held else (None, "none")
             why = (held_reason or "held") if held else why
+            if slurm_id is not None:  # Slurm's own job, waiting in Slurm's queue: Slurm's reason, no place in ours
+                place, why, start, basis = None, held_reason or "Slurm: pending", None, "none"
             item |= {"position": place, "reason": why, "submitted_at": iso(submitted),
                      "wait_s": max(0, int((now - submitted).total_seconds())), "start_at": iso(start),
                      "start_estimate": basis, "_seq": seq}  # fmt: skip

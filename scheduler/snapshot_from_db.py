@@ -53,7 +53,7 @@ JOB_FIELDS = (
     "preemptible", "workload", "dataset_node_id", "est_runtime_s", "checkpoint_cost_s", "submitted_at",
     "attained_gpu_s", "queue_seq", "requeue_opt_out", "status", "version", "held", "pending_reason", "started_at",
     "last_migrated_at", "borrowed", "preempted_for", "preempted_at", "preempted_gpus", "require", "allreduce_mb",
-    "step_compute_ms", "host_cpu_milli", "host_memory_mib",
+    "step_compute_ms", "host_cpu_milli", "host_memory_mib", "observed_slurm_id",
 )  # fmt: skip
 
 
@@ -140,7 +140,8 @@ def _request(job: JobRow, hostname_of: dict[int, str], now_ts: float) -> JobRequ
         mps_memory_mib=job.mps_memory_mib,
         mig_profile=job.mig_profile or None,
         priority=job.priority,
-        preemptible=job.preemptible,
+        preemptible=job.preemptible and job.observed_slurm_id is None,
+        movable=job.observed_slurm_id is None,
         workload=job.workload,
         dataset_node=hostname_of.get(job.dataset_node_id) if job.dataset_node_id else None,
         est_runtime_s=float(job.est_runtime_s) if job.est_runtime_s else None,
@@ -213,7 +214,10 @@ def _job_rows(cluster_id: int) -> list[JobRow]:
     live = Job.objects.filter(pool__cluster_id=cluster_id).filter(
         # A preempted job holds its GPUs until its nodes stopped it (scheduler.actions.launches): it is passed
         # as a stopping running job, so its preemptor waits for it instead of preempting more.
-        Q(status=JobStatus.PENDING, held=False) | Q(status__in=(*ACTIVE_STATUSES, JobStatus.PREEMPTED))
+        # Slurm's own jobs (observed, scheduler.actions.slurm_observed) wait in Slurm's queue, not ours; running,
+        # they hold their GPUs and are never preempted or moved (movable=False).
+        Q(status=JobStatus.PENDING, held=False, observed_slurm_id__isnull=True)
+        | Q(status__in=(*ACTIVE_STATUSES, JobStatus.PREEMPTED))
     )
     versions = dict(live.values_list("pk", "version"))
     cache = _ROWS.setdefault(cluster_id, {})

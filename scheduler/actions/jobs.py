@@ -74,9 +74,19 @@ def _locked(job: Job) -> Job:
     return locked
 
 
+def refuse_observed(job: Job) -> None:
+    """Slurm's own jobs are observed read-only (scheduler.actions.slurm_observed): Slurm decides their fate."""
+    if job.observed_slurm_id is not None:
+        raise ActionError(
+            f"job {job.pk} is Slurm's job {job.observed_slurm_id}, observed read-only: use scancel, scontrol hold or "
+            "scontrol requeue in Slurm"
+        )
+
+
 @atomic_retry
 def cancel_job(job: Job, *, actor: str, reason: str = "cancelled") -> Job:
     job = _locked(job)
+    refuse_observed(job)
     if job.status in FINAL_STATUSES:
         raise ActionError(f"job {job.pk} is already {job.status}")
     release_allocations(job)
@@ -103,6 +113,7 @@ def finish_job(job: Job, *, succeeded: bool, reason: str = "", actor: str = "nod
 @atomic_retry
 def hold_job(job: Job, *, actor: str, reason: str = "held by an operator") -> Job:
     job = _locked(job)
+    refuse_observed(job)
     if job.status != JobStatus.PENDING:
         raise ActionError(f"only pending jobs can be held; job {job.pk} is {job.status}")
     if job.held:
@@ -117,6 +128,7 @@ def hold_job(job: Job, *, actor: str, reason: str = "held by an operator") -> Jo
 @atomic_retry
 def release_job(job: Job, *, actor: str) -> Job:
     job = _locked(job)
+    refuse_observed(job)
     if not job.held:
         raise ActionError(f"job {job.pk} is not held")
     Job.objects.filter(pk=job.pk).update(held=False, pending_reason="", version=F("version") + 1)
@@ -131,6 +143,7 @@ def release_job(job: Job, *, actor: str) -> Job:
 def requeue_job(job: Job, *, actor: str, reason: str = "requeued by an operator", round_id: int | None = None) -> Job:
     """A running job goes back to pending, keeping its place in line (queue_seq)."""
     job = _locked(job)
+    refuse_observed(job)
     if job.status not in ACTIVE_STATUSES:
         raise ActionError(f"only running jobs can be requeued; job {job.pk} is {job.status}")
     release_allocations(job)

@@ -173,7 +173,7 @@ def plan_migrations(
     hold_down = max(cfg.migration_hold_down_s, cfg.preemption_min_run_s)
     triggered: list[tuple[int, int, RunningJob, str]] = []
     for jid, rj in st.running.items():
-        if jid in st.stopping or jid in exclude:
+        if jid in st.stopping or jid in exclude or not rj.request.movable:
             continue
         last = rj.last_migrated_at if rj.last_migrated_at is not None else rj.started_at
         if now - last < hold_down:

@@ -130,6 +130,7 @@ class JobRequest:
     mig_profile: str | None = None
     priority: int = 50
     preemptible: bool = True
+    movable: bool = True  # False: never preempted nor moved here (a job another scheduler runs, observed read-only)
     workload: Workload = "training"
     dataset_node: str | None = None  # hostname of the storage node holding the dataset
     est_runtime_s: float | None = None  # user's estimate of the run time (backfill, migration gain)

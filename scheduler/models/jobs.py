@@ -71,6 +71,9 @@ class Job(models.Model):
     version = models.PositiveIntegerField(default=0, help_text="Bumped on every change: stale decisions are refused.")
     # The client's Idempotency-Key header of the submit, and a digest of its body: the same key sent again (a retry
     # after a timeout or a 503) answers with this job instead of queueing a second one (docs/api.md).
+    observed_slurm_id = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Slurm's own job, observed read-only (SLURM_OBSERVE): its Slurm job id."
+    )
     idempotency_key = models.CharField(max_length=64, blank=True, default="")
     request_digest = models.CharField(max_length=64, blank=True, default="")
 
