@@ -193,6 +193,22 @@ if SLURM_DRAIN != "off":
         "schedule": SLURM_DRAIN_INTERVAL_S,
         "options": {"expires": SLURM_DRAIN_INTERVAL_S},
     }
+# The same for Kubernetes (docs/integrations.md "Cordon in Kubernetes"): off, dry-run or on (PATCH the nodes a health
+# alert took out of service to unschedulable, with the annotation clusterctl.io/cordoned, and undo only those), with
+# the current context of the kubeconfig K8S_KUBECONFIG; node names in Kubernetes are the stored hosts' names.
+K8S_CORDON = env.str("K8S_CORDON", default="off")
+if K8S_CORDON not in ("off", "dry-run", "on"):
+    raise ImproperlyConfigured(f"K8S_CORDON must be off, dry-run or on, not {K8S_CORDON!r}")
+K8S_KUBECONFIG = env.str("K8S_KUBECONFIG", default="")
+K8S_CORDON_INTERVAL_S = env.float("K8S_CORDON_INTERVAL_S", 30.0)
+if K8S_CORDON != "off":
+    if not K8S_KUBECONFIG:
+        raise ImproperlyConfigured("K8S_CORDON needs K8S_KUBECONFIG: the kubeconfig whose current context it uses")
+    CELERY_BEAT_SCHEDULE["k8s-cordons"] = {
+        "task": "scheduler.tasks.k8s_cordons",
+        "schedule": K8S_CORDON_INTERVAL_S,
+        "options": {"expires": K8S_CORDON_INTERVAL_S},
+    }
 # Beat (clusterctl/beat.py, docs/deployment.md "Beat"). With Redis: RedBeat, schedule and a lock in Redis, so any
 # number of beats may run and only the lock holder sends; a standby takes over once the holder's lock lapses
 # (BEAT_LOCK_TIMEOUT_S after its last tick), at once when it can tell that the holder died. Without Redis: Celery's
@@ -340,6 +356,16 @@ SLURM_OUTPUT_DIR = env.str("SLURM_OUTPUT_DIR", default="")
 SLURM_WATCH_INTERVAL_S = env.float("SLURM_WATCH_INTERVAL_S", 10.0)
 if SLURM_OUTPUT_DIR and not SLURM_OUTPUT_DIR.startswith("/"):
     raise ImproperlyConfigured(f"SLURM_OUTPUT_DIR must be an absolute path, not {SLURM_OUTPUT_DIR!r}")
+# Observe a Slurm cluster clusterctl does not schedule (docs/integrations.md "Observe a Slurm cluster"): the clusters
+# whose Slurm jobs are mirrored read-only onto the inventory, every SLURM_OBSERVE_INTERVAL_S (on the `slurm` queue).
+SLURM_OBSERVE = env.list("SLURM_OBSERVE", default=[])
+SLURM_OBSERVE_INTERVAL_S = env.float("SLURM_OBSERVE_INTERVAL_S", 15.0)
+if SLURM_OBSERVE:
+    CELERY_BEAT_SCHEDULE["slurm-observe"] = {
+        "task": "scheduler.tasks.slurm_observe",
+        "schedule": SLURM_OBSERVE_INTERVAL_S,
+        "options": {"expires": SLURM_OBSERVE_INTERVAL_S, "queue": SLURM_QUEUE},
+    }
 if LAUNCHER == "slurm":
     CELERY_BEAT_SCHEDULE["slurm-watch"] = {
         "task": "scheduler.tasks.slurm_watch",

@@ -19,7 +19,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from fabric.models import Cluster
-from scheduler import rounds, slurm_launches
+from scheduler import k8s_cordons as k8s
+from scheduler import rounds, slurm_launches, slurm_mirror
 from scheduler.actions.errors import Contended, RoundBusy
 from scheduler.actions.launches import agent_hello as hello
 from scheduler.actions.launches import launch_job, record_exit, record_prepared, record_started, record_stopped, sweep
@@ -84,6 +85,7 @@ def periodic_rounds() -> int:
     with_work = (
         Job.objects.filter(status__in=[JobStatus.PENDING, JobStatus.PREEMPTED, *ACTIVE_STATUSES])
         .exclude(status=JobStatus.PENDING, held=True)
+        .exclude(status=JobStatus.PENDING, observed_slurm_id__isnull=False)  # Slurm's queue, not ours
         .filter(pool__cluster_id__in=ClusterScheduler.objects.values("cluster_id"))
         .values_list("pool__cluster_id", flat=True)
         .order_by()
@@ -190,6 +192,35 @@ def slurm_watch() -> dict:
         return slurm_launches.watch()
     except SlurmError as exc:
         log.warning("slurm watch: %s", exc)
+        return {}
+
+
+@shared_task(ignore_result=True)
+def k8s_cordons() -> dict[str, dict]:
+    """Beat (K8S_CORDON dry-run or on): Kubernetes' cordons brought in line with each cluster's health, from one
+    node list. An API server that cannot be read is logged and tried again next tick."""
+    if settings.K8S_CORDON == "off":
+        return {}
+    try:
+        api = k8s.api_from_kubeconfig(settings.K8S_KUBECONFIG)
+        nodes = api.nodes()  # once for every cluster: they may share one Kubernetes
+    except k8s.K8sError as exc:
+        log.warning("k8s cordons: %s", exc)
+        return {}
+    return {name: k8s.sync_cordons(pk, api=api, nodes=nodes).as_dict()
+            for pk, name in Cluster.objects.values_list("pk", "name")}  # fmt: skip
+
+
+@shared_task(ignore_result=True)
+def slurm_observe() -> dict:
+    """Beat (SLURM_OBSERVE), on the Slurm submit host: Slurm's own jobs mirrored read-only onto the clusters. A Slurm
+    that cannot be read is logged and read again next tick."""
+    if not settings.SLURM_OBSERVE:
+        return {}
+    try:
+        return slurm_mirror.observe()
+    except SlurmError as exc:
+        log.warning("slurm observe: %s", exc)
         return {}
 
 
