@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dashboard import selectors
+from dashboard.selectors import fabric_topic
 from tests.factories import fat_tree
 
 pytestmark = pytest.mark.django_db
@@ -22,7 +23,7 @@ def test_switches_and_nodes_have_positions_by_tier(site):
 
 
 def test_aggregated_groups_carry_positions_and_their_hosts(monkeypatch):
-    monkeypatch.setattr(selectors, "AGGREGATE_ABOVE", 4)
+    monkeypatch.setattr(fabric_topic, "AGGREGATE_ABOVE", 4)
     cluster = fat_tree("agg", nodes=8, gpus_per_node=8, leaf_ports=8, hcas_per_node=1)
     data = selectors.build(cluster.pk, ["fabric"])["fabric"]
     assert data["aggregated"] is True

@@ -11,6 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from dashboard import selectors
+from dashboard.selectors import fabric_topic
 from fabric import actions as fabric_actions
 from fabric.collectors.samples import GpuSample, NodeSample
 from fabric.ingest import ingest_samples
@@ -80,7 +81,7 @@ def node_leaf(data: dict, hostname: str) -> int:
 
 
 def test_fabric_aggregates_nodes_per_leaf_above_the_limit(site, monkeypatch):
-    monkeypatch.setattr(selectors, "AGGREGATE_ABOVE", 2)
+    monkeypatch.setattr(fabric_topic, "AGGREGATE_ABOVE", 2)
     data = build(site.cluster.pk, "fabric")["fabric"]
     assert data["aggregated"] is True
     assert len(data["nodes"]) == 2
