@@ -88,7 +88,7 @@ class EventInline(admin.TabularInline):
 
 
 class LaunchInline(admin.TabularInline):
-    """Each node's part of each (re)launch: what the node agents answered (scheduler.actions.launches)."""
+    """Each node's part of each (re)launch: what the node agents answered (scheduler.actions.lifecycle)."""
 
     model = Launch
     fields = ["generation", "hostname", "state", "pid", "returncode", "exited_within_grace", "stop_why", "reason",

@@ -17,7 +17,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
-from scheduler.actions.launches import record_stopped
+from scheduler.actions.lifecycle import record_stopped
 from scheduler.actions.slurm_launches import apply_outcome, record_submit_failed, record_submitted
 from scheduler.choices import OPEN_LAUNCH_STATES, LaunchState
 from scheduler.launch.slurm import (

@@ -212,7 +212,7 @@ _REQUESTS: dict[int, dict[int, tuple[int, JobRequest]]] = {}
 
 def _job_rows(cluster_id: int) -> list[JobRow]:
     live = Job.objects.filter(pool__cluster_id=cluster_id).filter(
-        # A preempted job holds its GPUs until its nodes stopped it (scheduler.actions.launches): it is passed
+        # A preempted job holds its GPUs until its nodes stopped it (scheduler.actions.lifecycle): it is passed
         # as a stopping running job, so its preemptor waits for it instead of preempting more.
         # Slurm's own jobs (observed, scheduler.actions.slurm_observed) wait in Slurm's queue, not ours; running,
         # they hold their GPUs and are never preempted or moved (movable=False).

@@ -22,8 +22,8 @@ from fabric.models import Cluster
 from scheduler import k8s_cordons as k8s
 from scheduler import rounds, slurm_launches, slurm_mirror
 from scheduler.actions.errors import Contended, RoundBusy
-from scheduler.actions.launches import agent_hello as hello
-from scheduler.actions.launches import launch_job, record_exit, record_prepared, record_started, record_stopped, sweep
+from scheduler.actions.lifecycle import agent_hello as hello
+from scheduler.actions.lifecycle import launch_job, record_exit, record_prepared, record_started, record_stopped, sweep
 from scheduler.choices import ACTIVE_STATUSES, JobStatus
 from scheduler.enqueue import DEBOUNCE_S, round_requested_key
 from scheduler.launch.agent import AgentConfig, NodeAgent, Watcher
@@ -100,7 +100,7 @@ def periodic_rounds() -> int:
 
 
 #
-# Running jobs (scheduler.actions.launches, docs/running-jobs.md). Central tasks take ids or a node's answer and
+# Running jobs (scheduler.actions.lifecycle, docs/running-jobs.md). Central tasks take ids or a node's answer and
 # are idempotent: each answer names (job, generation, host), and one that no longer applies changes nothing.
 # Node tasks run on the agent of queue node.<hostname>: no database there, only the run directory. Each returns
 # its answer (never raises: a link callback runs only on success), and the central *_ack task ingests it.

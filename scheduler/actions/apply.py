@@ -23,10 +23,10 @@ from scheduler.actions.allocations import (
 )
 from scheduler.actions.errors import ActionError, StaleDecision
 from scheduler.actions.jobs import SCHEDULER, move_job
-from scheduler.actions.launches import abandon_launches, launch_on_commit, placed_status
-from scheduler.actions.launches import enabled as launches_enabled
-from scheduler.actions.launches import migrate as migrate_launches
-from scheduler.actions.launches import preempt as preempt_launches
+from scheduler.actions.lifecycle import abandon_launches, launch_on_commit, placed_status
+from scheduler.actions.lifecycle import enabled as launches_enabled
+from scheduler.actions.lifecycle import migrate as migrate_launches
+from scheduler.actions.lifecycle import preempt as preempt_launches
 from scheduler.actions.locking import jobs_for_update, lock_jobs, lock_ledgers
 from scheduler.choices import ACTIVE_STATUSES, JobStatus, ShareKind
 from scheduler.core.mig import profiles_for
@@ -80,7 +80,7 @@ def apply_decisions(round_id: int, decisions, index) -> Applied:
 
     Each decision runs in its own savepoint: one made stale by a concurrent change (a job cancelled,
     a GPU taken) is skipped and counted, the others still apply, and the job is retried next round.
-    With node agents (LAUNCHER process/container; scheduler.actions.launches) placed jobs are admitted and
+    With node agents (LAUNCHER process/container; scheduler.actions.lifecycle) placed jobs are admitted and
     launched after commit, and preempted or migrating jobs keep their GPUs until their nodes stopped them;
     under the twin a stop is immediate: preempted jobs requeue at once and migrations relaunch at once.
     """

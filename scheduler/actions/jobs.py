@@ -182,9 +182,9 @@ def _refuse_protected(priority_class: PriorityClass, requests: Sequence[dict]) -
 
 
 def _abandon_launches(job: Job, why: str) -> None:
-    """Stop whatever of the job runs on its nodes (scheduler.actions.launches; nothing under the twin)."""
+    """Stop whatever of the job runs on its nodes (scheduler.actions.lifecycle; nothing under the twin)."""
     # Here, not at the top: launches builds on this module's transitions (move_job, requeue_job, finish_job).
-    from scheduler.actions.launches import abandon_launches
+    from scheduler.actions.lifecycle import abandon_launches
 
     abandon_launches(job, why)
 

@@ -3,7 +3,7 @@
 The launch rows are the same as with node agents (one per node of the generation), read in Slurm's terms:
 SENT = the submit was sent to the submit host's worker, STARTING = Slurm took it (`slurm_job_id`) and may still hold
 it pending, RUNNING = Slurm runs it, then EXITED, STOPPED, REFUSED, TIMED_OUT or LOST like any launch. Stops are
-scheduler.actions.launches' (one `slurm_stop` per generation, answered through record_stopped for each node).
+scheduler.actions.lifecycle' (one `slurm_stop` per generation, answered through record_stopped for each node).
 
 The submit host's side (scheduler/slurm_launches.py) calls these with what sbatch, squeue and scontrol said; each
 names (job, generation) and changes nothing once that generation moved on, so a redelivered or late answer is
@@ -15,7 +15,7 @@ from __future__ import annotations
 from django.utils import timezone
 
 from scheduler.actions.jobs import finish_job, record_event, requeue_job
-from scheduler.actions.launches import advance_job, close_launch, launches_for_update, rollback, set_launch
+from scheduler.actions.lifecycle import advance_job, close_launch, launches_for_update, rollback, set_launch
 from scheduler.actions.locking import atomic_retry, lock_job
 from scheduler.choices import ACTIVE_STATUSES, OPEN_LAUNCH_STATES, JobStatus, LaunchState
 

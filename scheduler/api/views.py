@@ -19,7 +19,7 @@ from clusterctl.openapi import error_response, field_errors_response
 from clusterctl.pagination import query_int
 from fabric.models import Node
 from scheduler import actions
-from scheduler.actions.launches import read_log
+from scheduler.actions.lifecycle import read_log
 from scheduler.actions.locking import is_transient
 from scheduler.api.access import IsOperator, IsOperatorOrTenant, tenant_of
 from scheduler.api.filtersets import JobFilterSet, QuotaFilterSet

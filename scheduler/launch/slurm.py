@@ -442,7 +442,7 @@ def spec_from_payloads(
     payloads: Sequence[Mapping], *, partition: str = "", account: str = "", output_dir: str = "", settings=None
 ) -> SlurmJobSpec:
     """The spec of one generation from the launch payloads clusterctl stored for its nodes (one per node, the same
-    allocation in each; scheduler.actions.launches.launch_job). `node_gpus` in a payload is how many GPUs that node
+    allocation in each; scheduler.actions.lifecycle.launch_job). `node_gpus` in a payload is how many GPUs that node
     has: a job that takes all of every node's is --exclusive, any other shares its nodes (--oversubscribe).
     SlurmError naming the job for what Slurm cannot be asked to do: fractional shares (Slurm's --gres gives whole
     GPUs), or no command (the Slurm launcher runs commands, not images)."""

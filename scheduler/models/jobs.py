@@ -47,7 +47,7 @@ class Job(models.Model):
     env = models.JSONField(default=dict, blank=True)
     workdir = models.CharField(max_length=1024, blank=True, help_text="Working directory on the nodes (absolute).")
     # Bumped each time a placement of the job is applied: the key of its launches on the nodes, so a message
-    # about an earlier launch is recognised and ignored (scheduler.actions.launches).
+    # about an earlier launch is recognised and ignored (scheduler.actions.lifecycle).
     generation = models.PositiveIntegerField(default=0)
 
     status = models.CharField(max_length=12, choices=JobStatus.choices, default=JobStatus.PENDING)

@@ -2,7 +2,7 @@
 
 A job's placement makes one `Launch` per allocated node, keyed by the job's `generation` (bumped on every
 placement), so every message about it names (job, generation, host) and a stale one is recognised. The
-rows move only through scheduler.actions.launches; docs/running-jobs.md draws the states.
+rows move only through scheduler.actions.lifecycle; docs/running-jobs.md draws the states.
 """
 
 from django.db import models

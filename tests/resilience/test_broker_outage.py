@@ -11,7 +11,7 @@ import pytest
 
 from clusterctl import outages
 from scheduler import enqueue, tasks
-from scheduler.actions import launches as lifecycle
+from scheduler.actions import lifecycle
 from scheduler.choices import JobStatus, LaunchState
 from scheduler.models import Launch
 from scheduler.rounds import run_round

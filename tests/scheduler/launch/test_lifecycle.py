@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from fabric.models import GPU
 from scheduler import actions, enqueue, tasks
-from scheduler.actions import launches as lifecycle
+from scheduler.actions import lifecycle
 from scheduler.actions.allocations import ShareSpec
 from scheduler.choices import JobStatus
 from scheduler.models import Allocation, Job, JobEvent, Launch, PriorityClass

@@ -29,7 +29,7 @@ from django.test import override_settings
 from clusterctl.celery import app
 from fabric.models import GPU, Node
 from scheduler import actions
-from scheduler.actions.launches import sweep
+from scheduler.actions.lifecycle import sweep
 from scheduler.choices import JobStatus
 from scheduler.launch.process import ProcessLauncher
 from scheduler.models import Allocation, GpuLedger, Job, JobEvent, Launch, PriorityClass

@@ -8,7 +8,7 @@ import pytest
 from django.db import IntegrityError, transaction
 
 from scheduler import actions, enqueue, tasks
-from scheduler.actions import launches as lifecycle
+from scheduler.actions import lifecycle
 from scheduler.choices import LaunchState
 from scheduler.launch.env import (
     GpuShare,

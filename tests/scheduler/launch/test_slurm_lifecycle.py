@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 
 from scheduler import actions, enqueue, slurm_launches, tasks
-from scheduler.actions import launches as lifecycle
+from scheduler.actions import lifecycle
 from scheduler.choices import JobStatus
 from scheduler.launch.slurm import SlurmLauncher, comment, spec_from_payloads
 from scheduler.models import Allocation, Job, JobEvent, Launch, PriorityClass
