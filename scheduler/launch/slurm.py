@@ -17,8 +17,10 @@ allocation description as the node agents (scheduler.launch.env.JobAllocation) a
   job it already submitted instead of submitting it twice.
 - `parse_squeue`, `parse_scontrol_job`: the outputs of `squeue -o` and `scontrol show job -o` (sacct needs slurmdbd,
   which many test and small sites lack: `scontrol show job` answers for MinJobAge seconds after the end).
-- `SlurmLauncher`: submit (idempotent), ours (every Slurm job of this tag), status, stop (`scancel --signal=TERM
-  --full`, the grace period, then `scancel --signal=KILL --full`).
+- `spec_from_payloads`: the spec of one generation from the launch payloads the lifecycle stored for its nodes
+  (scheduler.actions.lifecycle.launch_job; the submit host's side is scheduler/slurm_launches.py).
+- `SlurmLauncher`: submit (idempotent), ours (every Slurm job of this tag), status, cancel, stop (`scancel
+  --signal=TERM --full`, the grace period, then `scancel --signal=KILL --full`).
 - `outcome`: what Slurm's state of one of our jobs means to the lifecycle (running, completed, failed, requeue,
   unstartable, wait); `plan_watch`: one watcher pass over `ours()` against the database's open generations (adopt a
   submit whose answer was lost, cancel stale or duplicate submits, notice what Slurm no longer lists).
