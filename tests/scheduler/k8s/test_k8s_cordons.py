@@ -1,6 +1,6 @@
 """Health flows back to Kubernetes: clusterctl cordons the nodes its alerts took out of service (unschedulable, with
 the annotation clusterctl.io/cordoned), uncordons them when the alerts clear, and never touches a node an operator
-cordoned. Against a fake API server (tests/k8s/fake_apiserver.py): no real one can run on these machines."""
+cordoned. Against a fake API server (tests/scheduler/k8s/fake_apiserver.py): no real one can run on these machines."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from fabric.models import GPU, Alert
 from scheduler.k8s_cordons import K8sError, api_from_kubeconfig, sync_cordons
 from scheduler.launch.k8s_cordon import ANNOTATION, K8sNode, plan_cordons, reason_text
 from tests.factories import fat_tree
-from tests.k8s.fake_apiserver import FakeApiServer
+from tests.scheduler.k8s.fake_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.django_db
 HOSTS = ["gpu0001", "gpu0002", "gpu0003", "gpu0004"]
