@@ -188,6 +188,8 @@ class _Round:
         requeued: list[JobRequest] = []
         for rj, why in broken_jobs(st):
             jid = rj.request.id
+            if not rj.request.movable:
+                continue  # another scheduler's job (observed): its own scheduler decides; it keeps its GPUs here
             if rj.request.requeue_opt_out:
                 self.dec.failures.append((jid, reasons.failed(why)))
             else:

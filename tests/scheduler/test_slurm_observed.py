@@ -13,6 +13,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from dashboard import selectors
+from fabric.models import GPU
 from scheduler import actions, enqueue, slurm_mirror
 from scheduler.actions.errors import ActionError
 from scheduler.choices import JobStatus
@@ -155,3 +156,11 @@ def test_the_command_mirrors_a_saved_output_and_the_pages_mark_them(cluster, cli
 def test_an_unknown_cluster_is_refused_by_name(cluster):
     with pytest.raises(Exception, match="SLURM_OBSERVE names clusters that do not exist: nope"):
         slurm_mirror.observe(["obs", "nope"], jobs=[])
+
+
+def test_a_broken_gpu_under_slurms_job_leaves_it_to_slurm(cluster):
+    slurm_mirror.observe(["obs"], jobs=observed())
+    GPU.objects.filter(node__cluster=cluster, node__hostname="gpu0001", index=0).update(health="failed")
+    run_round(cluster.pk, "test")
+    train = mirror(1)
+    assert train.status == JobStatus.RUNNING and len(held(train)) == 16  # not requeued here: Slurm's to decide
