@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from fabric.importers.fattree import FatTreePlan, generate_fat_tree, plan_fat_tree
+from fabric.importers.fattree import FatTreePlan, generate_fat_tree, plan_fat_tree, plan_flat_fat_tree
 from fabric.importers.types import ParsedFabric, normalise_guid
 from fabric.topology.convert import fabric_from_parsed
 from fabric.topology.distance import LEVEL_CORE, LEVEL_LEAF, LEVEL_POD, Distance, HopIndex
@@ -332,3 +332,53 @@ def test_generated_trees_are_consistent(nodes, ports, ratio, hcas, storage):
         assert r.spof.by_scope == {"fabric": 0, "leaf": 0, "host-link": 0}
     # Symmetric wiring: the bisection is what the leaf port split promises, never less.
     assert r.bisection.ratio >= min(1.0, plan.up / plan.down) - 1e-9
+
+
+# -- not rail-optimised (plan_flat_fat_tree, generate_fat_tree(rail_optimised=False)) -------------------------------
+
+
+def test_a_flat_tree_puts_every_hca_of_a_server_on_one_leaf():
+    # 64 ports at 1:1: 32 host ports per leaf, so 4 servers of 8 HCAs per leaf; 9 servers need 3 leaves.
+    plan, per_leaf = plan_flat_fat_tree(9, 8, 64, 1.0)
+    assert (per_leaf, plan.leaves, plan.down, plan.up, plan.tiers) == (4, 3, 32, 32, 2)
+    fab = generate_fat_tree(9, gpus_per_node=8, leaf_ports=64, rail_optimised=False)
+    leaf_of = {}
+    names = {s.guid: s.name for s in fab.switches}
+    cas = {ca.guid: ca.hostname for ca in fab.cas}
+    for link in fab.links:
+        ends = (link.a.node_guid, link.b.node_guid)
+        host = next((cas[g] for g in ends if g in cas), None)
+        leaf = next((names[g] for g in ends if g in names), None)
+        if host:
+            leaf_of.setdefault(host, set()).add(leaf)
+    assert all(len(v) == 1 for v in leaf_of.values()) and len(leaf_of) == 9
+    assert sorted(h for h, v in leaf_of.items() if v == leaf_of["gpu0001"]) == [
+        "gpu0001",
+        "gpu0002",
+        "gpu0003",
+        "gpu0004",
+    ]
+    assert leaf_of["gpu0009"] != leaf_of["gpu0005"]
+
+
+def test_one_server_of_one_hca_is_the_smallest_flat_tree():
+    plan, per_leaf = plan_flat_fat_tree(1, 1, 36, 1.0)
+    assert (per_leaf, plan.leaves) == (18, 1)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((0, 8), "nodes must be a whole number >= 1, got 0"),
+        ((4, 0), "hcas_per_node must be >= 1, got 0"),
+        ((4, 20, 36, 1.0), "a server's 20 HCAs do not fit one leaf's 18 host ports at 1:1"),
+    ],
+)
+def test_an_impossible_flat_tree_is_refused_naming_why(args, message):
+    with pytest.raises(ValueError, match=message):
+        plan_flat_fat_tree(*args)
+
+
+def test_storage_servers_are_refused_on_a_flat_tree():
+    with pytest.raises(ValueError, match="storage servers are cabled rail-optimised only"):
+        generate_fat_tree(4, storage_nodes=2, rail_optimised=False)
