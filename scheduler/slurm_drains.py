@@ -65,7 +65,8 @@ def _health(cluster_id: int) -> tuple[dict[str, str], set[str]]:
 
 
 def launcher() -> SlurmLauncher:
-    return SlurmLauncher(slurm_conf=settings.SLURM_CONF, bindir=settings.SLURM_BINDIR)
+    """The Slurm client of this host as the settings name it (every Slurm integration's: drains, launches, mirror)."""
+    return SlurmLauncher(settings.SLURM_TAG, slurm_conf=settings.SLURM_CONF, bindir=settings.SLURM_BINDIR)
 
 
 def _failure(done) -> str:

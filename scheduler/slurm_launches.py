@@ -31,6 +31,7 @@ from scheduler.launch.slurm import (
     transient,
 )
 from scheduler.models import Launch
+from scheduler.slurm_drains import launcher
 
 log = logging.getLogger(__name__)
 S = LaunchState
@@ -38,10 +39,6 @@ S = LaunchState
 
 class SlurmUnavailable(ConnectionError):
     """Slurm could not be asked (its controller down or slow): the task is retried."""
-
-
-def launcher() -> SlurmLauncher:
-    return SlurmLauncher(settings.SLURM_TAG, slurm_conf=settings.SLURM_CONF, bindir=settings.SLURM_BINDIR)
 
 
 def _submit_key(job_id: int, generation: int) -> str:

@@ -14,10 +14,7 @@ from fabric.models import Cluster, Node
 from scheduler.actions.slurm_observed import sync_observed
 from scheduler.launch.slurm import SlurmError, SlurmLauncher
 from scheduler.launch.slurm_observe import ObservedJob, parse_scontrol_jobs, scontrol_argv
-
-
-def launcher() -> SlurmLauncher:
-    return SlurmLauncher(settings.SLURM_TAG, slurm_conf=settings.SLURM_CONF, bindir=settings.SLURM_BINDIR)
+from scheduler.slurm_drains import launcher
 
 
 def read_jobs(slurm: SlurmLauncher | None = None) -> list[ObservedJob]:
