@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
 import time
 
 from django.conf import settings
@@ -33,6 +35,18 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def stop_process(proc, *, kill: bool = False, timeout: float = 20.0) -> None:
+    """SIGTERM (or SIGKILL) a child this test started, wait for it, and SIGKILL it if it does not go in `timeout`."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def wait_for(predicate, timeout: float = 60.0, every: float = 0.25) -> bool:

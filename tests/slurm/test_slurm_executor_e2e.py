@@ -16,7 +16,6 @@ Skipped, saying so, where the Slurm binaries are missing."""
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 import uuid
@@ -32,7 +31,7 @@ from scheduler.launch.slurm import parse_comment
 from scheduler.models import Job, Launch, PriorityClass
 from scheduler.rounds import run_round
 from tests.factories import fat_tree
-from tests.processes import child_env, wait_for
+from tests.processes import child_env, stop_process, wait_for
 from tests.slurm.emu import MISSING, PATHS, SKIP_REASON, SlurmEmu
 
 pytestmark = [
@@ -86,15 +85,7 @@ class Workers:
         log.close()
 
     def stop(self, name: str, *, kill: bool = False) -> None:
-        proc = self.procs.pop(name, None)
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(self.procs.pop(name, None), kill=kill)
 
     def said(self) -> str:
         return "\n".join(f"--- {p.name}:\n{p.read_text()[-3000:]}" for p in sorted(self.root.glob("worker-*.log")))

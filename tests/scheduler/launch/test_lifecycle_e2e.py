@@ -34,7 +34,7 @@ from scheduler.choices import JobStatus
 from scheduler.launch.process import ProcessLauncher
 from scheduler.models import Allocation, GpuLedger, Job, JobEvent, Launch, PriorityClass
 from tests.factories import fat_tree
-from tests.processes import child_env, wait_for
+from tests.processes import child_env, stop_process, wait_for
 from tests.scheduler.api.helpers import token_client
 from tests.scheduler.launch.helpers import gone
 
@@ -88,15 +88,7 @@ class Workers:
                 self.start(name)
 
     def stop(self, name: str, *, kill: bool = False) -> None:
-        proc = self.procs.pop(name, None)
-        if proc is None or proc.poll() is not None:
-            return
-        proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(self.procs.pop(name, None), kill=kill)
 
     def said(self, name: str) -> str:
         path = self.root / f"worker-{name}.log"
