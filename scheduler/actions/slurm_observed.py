@@ -61,6 +61,12 @@ def sync_observed(cluster_id: int, observed: Sequence[ObservedJob]) -> dict[str,
         .exclude(status__in=FINAL_STATUSES)
         .order_by("pk")
     }
+    # What every mirror holds now, in one query (not one per job: a pass runs every SLURM_OBSERVE_INTERVAL_S).
+    holding: dict[int, set[int]] = {}
+    for job_id, gpu_id in Allocation.objects.filter(
+        job_id__in=[j.pk for j in mirrors.values()], active=True
+    ).values_list("job_id", "gpu_id"):
+        holding.setdefault(job_id, set()).add(gpu_id)
     done = {"new": 0, "changed": 0, "ended": 0, "unknown_gpus": 0, "conflicts": 0}
     by_id = {o.slurm_id: o for o in observed}
     now = timezone.now()
@@ -113,8 +119,8 @@ def sync_observed(cluster_id: int, observed: Sequence[ObservedJob]) -> dict[str,
         else:
             changed = False
         if o.active:
-            changed = _hold(job, o, gpu_of, done) or changed
-        elif Allocation.objects.filter(job=job, active=True).exists():
+            changed = _hold(job, o, gpu_of, holding.get(job.pk, set()), done) or changed
+        elif holding.get(job.pk):
             release_allocations(job)  # requeued in Slurm: it holds nothing until it runs again
             changed = True
         if changed:
@@ -122,7 +128,7 @@ def sync_observed(cluster_id: int, observed: Sequence[ObservedJob]) -> dict[str,
     return done
 
 
-def _hold(job: Job, o: ObservedJob, gpu_of: dict[tuple[str, int], int], done: dict[str, int]) -> bool:
+def _hold(job: Job, o: ObservedJob, gpu_of: dict[tuple[str, int], int], held: set[int], done: dict[str, int]) -> bool:
     """Allocations on exactly the GPUs Slurm bound the job to (those the inventory knows); whether they changed."""
     want = set()
     for key in o.gpus:
@@ -130,7 +136,6 @@ def _hold(job: Job, o: ObservedJob, gpu_of: dict[tuple[str, int], int], done: di
             want.add(gpu_of[key])
         else:
             done["unknown_gpus"] += 1
-    held = set(Allocation.objects.filter(job=job, active=True).values_list("gpu_id", flat=True))
     if held - want:
         release_allocations(job, gpu_ids=held - want)
     for gpu_id in sorted(want - held):

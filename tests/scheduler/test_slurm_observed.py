@@ -164,3 +164,14 @@ def test_a_broken_gpu_under_slurms_job_leaves_it_to_slurm(cluster):
     run_round(cluster.pk, "test")
     train = mirror(1)
     assert train.status == JobStatus.RUNNING and len(held(train)) == 16  # not requeued here: Slurm's to decide
+
+
+def test_a_pass_reads_the_mirrors_allocations_in_one_query_whatever_their_number(
+    cluster, django_assert_max_num_queries
+):
+    slurm_mirror.observe(["obs"], jobs=observed())
+    many = [dataclasses.replace(j, slurm_id=100 + i, gpus=((f"gpu000{1 + i % 4}", i // 4),), nodes="x")
+            for i, j in enumerate([observed()[2]] * 24)]  # fmt: skip
+    slurm_mirror.observe(["obs"], jobs=many)  # 24 one-GPU jobs now
+    with django_assert_max_num_queries(12):  # unchanged reading of 24 running jobs: a bounded number of queries
+        assert slurm_mirror.observe(["obs"], jobs=many)["obs"]["changed"] == 0
