@@ -98,29 +98,19 @@ def _send_slurm_on_commit(task: str, args: tuple) -> None:
 
 
 def _send_slurm(task: str, args: tuple) -> bool:
-    if outages.recent(outages.BROKER):
-        return False
-    try:
-        enqueue.task(task).apply_async(args, queue=settings.SLURM_QUEUE)
-    except outages.OUTAGE_ERRORS as exc:
-        outages.note(exc, f"{task} of job {args[0]} is not sent to the Slurm submit host; the launch sweep sends it "
-                     "again", key="slurm messages")  # fmt: skip
-        return False
-    except Exception:
-        log.exception("could not send %s%s", task, args)
-        return False
-    return True
+    return _send(task, [("the Slurm submit host", args)], queue=settings.SLURM_QUEUE) == 1
 
 
-def _send(task: str, messages: Sequence[tuple[str, tuple]], link: str = "", **options: Any) -> int:
-    """Send each (host, args) now; returns how many went out. The first outage error stops the rest (the broker is
-    down for them too: each would wait out the publish retries), which the sweep sends again."""
+def _send(task: str, messages: Sequence[tuple[str, tuple]], link: str = "", *, queue: str = "", **options: Any) -> int:
+    """Send each (host, args) now, to that node's queue (or to `queue`); returns how many went out. The first outage
+    error stops the rest (the broker is down for them too: each would wait out the publish retries), which the sweep
+    sends again."""
     if outages.recent(outages.BROKER):
         return 0  # it just failed here: the sweep sends these (clusterctl.outages.SKIP_S)
     node_task, ack = enqueue.task(task), enqueue.task(link).s() if link else None
     for i, (host, args) in enumerate(messages):
         try:
-            node_task.apply_async(args, queue=node_queue(host), link=ack, **options)
+            node_task.apply_async(args, queue=queue or node_queue(host), link=ack, **options)
         except outages.OUTAGE_ERRORS as exc:
             outages.note(exc, f"node messages are not sent ({task} to {host} and {len(messages) - i - 1} more "
                          "here); the launch sweep sends unanswered ones again", key="node messages")  # fmt: skip
