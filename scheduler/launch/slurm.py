@@ -241,10 +241,6 @@ class SlurmJob:
         return self.state not in ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
                                   "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING", "STAGE_OUT")  # fmt: skip
 
-    @property
-    def requeued(self) -> bool:
-        return self.state.startswith("REQUEUE") or self.restarts > 0
-
 
 def parse_squeue(text: str) -> list[SlurmJob]:
     """`squeue -h -o '%i|%j|%k|%T|%N|%r|%b'` lines (the comment is %k; '|' cannot be in our names or comments)."""
@@ -488,10 +484,6 @@ def spec_from_payloads(
         output=f"{output_dir.rstrip('/')}/{name}-%j.out" if output_dir else "",
         run_as=str(first.get("run_as") or ""),
     )
-
-
-def hosts_of(found: Iterable[SlurmJob]) -> dict[int, list[str]]:
-    return {j.slurm_id: expand_nodes(j.nodes) for j in found if j.nodes}
 
 
 # -- what a Slurm job's state means to clusterctl's lifecycle -------------------------------------------------------
