@@ -80,11 +80,22 @@ DESELECT: dict[str, str] = {
 _SPOF = "fabric/topology/spof.py | "
 _SM = "fabric/telemetry/subnet_manager.py | "
 _ONE_MASTER = "guarded by len(masters) == 1: the first master is the last"
+_LIVE = "fabric/telemetry/liveness.py | "
+_DROPPED = "the per-node pass keeps only misses after the node's newest answer and not expired: the extra one goes"
+_STALL_MISSED = "a stall needs the newest round missed by >= stalled_fraction > 0 of its nodes, so at least one"
 _ONE_PIECE = "one piece left (no split): it is the main part or has no host port, so cut_off finds nothing lost"
 _SHORTCUT = (
     "the removed switch's own hosts: single-homed ones are in `sole`, the others are judged via their other switch"
 )
 EQUIVALENT: dict[str, str] = {
+    _LIVE + "judge: boolop: answers.newest.get(n, float('-inf')) < r.at and n not in expired -> "
+    "answers.newest.get(n, float('-inf')) < r.at or n not in expired": _DROPPED,
+    _LIVE + "judge: compare: answers.newest.get(n, float('-inf')) < r.at -> "
+    "answers.newest.get(n, float('-inf')) <= r.at": _DROPPED,
+    _LIVE + "_pipeline: int: missed = max(0, asked - answers.counts.get(at, 0)) -> "
+    "missed = max(1, asked - answers.counts.get(at, 0))": _STALL_MISSED,
+    _LIVE + "_pipeline: int: missed = max(0, asked - answers.counts.get(at, 0)) -> "
+    "missed = max(-1, asked - answers.counts.get(at, 0))": _STALL_MISSED,
     "fabric/topology/plan.py | _design: int: probe = plan_fat_tree(k, 1, leaf_ports=k, oversubscription=r) -> "
     "probe = plan_fat_tree(k, 2, leaf_ports=k, oversubscription=r)": "only the probe's port split is read, and it "
     "does not depend on the HCAs per node (k nodes >= its host ports)",
@@ -788,7 +799,11 @@ def run_mutant(m: Mutant, sel: Selector, verified: set[str]) -> Outcome:
             if result["rc"] == 0:
                 break
             failed = result.get("failed")
-            if result["rc"] not in (1, 2, -1) or not failed:  # 3 internal error, 4 usage, 5 nothing collected
+            # A test module that no longer imports (its module-level setup calls the mutant) makes pytest answer
+            # "not found" (rc 4) for the tests asked by id: the suite is red, as it is for a failing test.
+            broke_collection = bool(failed and failed.startswith("collect:"))
+            # otherwise rc 3 internal error, 4 usage, 5 nothing collected: pytest itself failed
+            if (result["rc"] not in (1, 2, -1) and not broke_collection) or not failed:
                 return Outcome(m, "error", f"pytest rc {result['rc']}", len(chosen), time.monotonic() - started)
             if _passes_alone(failed, sel, verified):
                 return Outcome(m, "killed", failed, len(chosen), time.monotonic() - started)

@@ -1,9 +1,11 @@
 """Health rules and hold-down (pure, no Django)."""
 
+import dataclasses
+
 import pytest
 
 from fabric.collectors.samples import GpuSample, PortSample
-from fabric.telemetry.health import CRITICAL_XIDS, HoldDown, Thresholds, evaluate_gpu, evaluate_port
+from fabric.telemetry.health import Finding, HoldDown, Thresholds, evaluate_gpu, evaluate_port
 from fabric.telemetry.rates import PortRates
 
 
@@ -31,12 +33,51 @@ def test_healthy_gpu_has_no_findings():
     assert evaluate_gpu(g, g) == []
 
 
-@pytest.mark.parametrize("xid", sorted(CRITICAL_XIDS))
-def test_critical_xid_is_critical_and_removes_capacity(xid):
+# Written out from NVIDIA's XID catalogue, not read from the module: the XIDs after which a GPU takes no work.
+CRITICAL = [
+    (48, "double-bit ECC error"),
+    (63, "row remapping (ECC page retirement) recorded"),
+    (64, "row remapping (ECC page retirement) failure"),
+    (74, "NVLink error"),
+    (79, "GPU has fallen off the bus"),
+    (92, "high single-bit ECC error rate"),
+    (94, "contained ECC error"),
+    (95, "uncontained ECC error"),
+    (119, "GSP error (RPC timeout)"),
+    (120, "GSP error"),
+]
+# Known XIDs that are worth a warning but leave the GPU in service.
+WARNING = [
+    (13, "graphics engine exception"),
+    (31, "GPU memory page fault"),
+    (43, "GPU stopped processing"),
+    (45, "preemptive cleanup after a previous error"),
+    (61, "internal micro-controller breakpoint/warning"),
+    (62, "internal micro-controller halt"),
+    (68, "video processor exception"),
+    (69, "graphics engine class error"),
+]
+
+
+@pytest.mark.parametrize(("xid", "meaning"), CRITICAL)
+def test_critical_xid_is_critical_and_removes_capacity(xid, meaning):
     (f,) = evaluate_gpu(None, _gpu(xid_events=[xid]))
-    assert (f.rule, f.severity, f.object_kind, f.object_key) == ("gpu_xid_critical", "critical", "gpu", "GPU-aaa")
-    assert f.removes_capacity is True
-    assert f"XID {xid}" in f.message
+    assert f == Finding("gpu_xid_critical", "critical", "gpu", "GPU-aaa", f"XID {xid}: {meaning}", True)
+
+
+@pytest.mark.parametrize(("xid", "meaning"), WARNING)
+def test_known_non_critical_xid_is_a_warning_with_its_meaning(xid, meaning):
+    (f,) = evaluate_gpu(None, _gpu(xid_events=[xid]))
+    assert f == Finding("gpu_xid", "warning", "gpu", "GPU-aaa", f"XID {xid}: {meaning}", False)
+
+
+# Neighbours of the known XIDs, which a one-off slip in either table would turn into one of them.
+@pytest.mark.parametrize(
+    "xid", [12, 14, 30, 32, 42, 44, 46, 47, 49, 60, 65, 67, 70, 73, 75, 78, 80, 91, 93, 96, 118, 121]
+)
+def test_unknown_xid_is_a_warning_pointing_at_the_catalogue(xid):
+    (f,) = evaluate_gpu(None, _gpu(xid_events=[xid]))
+    assert f == Finding("gpu_xid", "warning", "gpu", "GPU-aaa", f"XID {xid}: see the NVIDIA XID catalogue", False)
 
 
 @pytest.mark.parametrize(
@@ -216,3 +257,43 @@ def test_uncabled_port_that_never_came_up_is_no_finding():
 
     down = PortSample(device="mlx5_1", port=1, state="DOWN")
     assert evaluate_port(down, down, None) == []
+
+
+# Each default limit: one below it is quiet, at it the link is sick.
+@pytest.mark.parametrize(
+    ("counter", "limit"),
+    [
+        ("symbol_error", 10),
+        ("link_downed", 1),
+        ("port_rcv_errors", 10),
+        ("link_error_recovery", 1),
+        ("port_rcv_remote_physical_errors", 10),
+        ("port_xmit_discards", 100),
+        ("local_link_integrity_errors", 1),
+        ("excessive_buffer_overrun_errors", 1),
+    ],
+)
+def test_default_error_limit_fires_at_the_limit_and_not_one_below(counter, limit):
+    port = _port()
+    assert evaluate_port(port, port, _rates(**{counter: limit - 1})) == []
+    (f,) = evaluate_port(port, port, _rates(**{counter: limit}))
+    assert (f.rule, f.message) == ("port_errors", f"link errors climbing over 10 s: {counter} +{limit}")
+
+
+def test_congestion_fires_at_exactly_the_waiting_share():
+    # 0.5 ticks/s x 0.5 s per tick = 0.25 of the time, exactly the limit (all three are exact in binary).
+    th = Thresholds(xmit_wait_fraction=0.25, xmit_wait_tick_s=0.5)
+    r = _rates()
+    r.xmit_wait_per_s = 0.5
+    (f,) = evaluate_port(_port(), _port(), r, thresholds=th)
+    assert (f.rule, f.message) == ("port_congestion", "congestion: waiting to send 25% of the time")
+
+
+def test_findings_and_thresholds_cannot_be_changed_once_made():
+    # Findings are deduplicated and thresholds shared between ports: neither may be edited in place.
+    f = Finding("gpu_hot", "warning", "gpu", "GPU-aaa", "hot")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        f.severity = "critical"
+    th = Thresholds()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        th.symbol_error = 1

@@ -6,6 +6,8 @@ Every figure here is worked by hand: polls every 10 s, unreachable after 3 misse
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from fabric.telemetry.liveness import (
@@ -20,6 +22,7 @@ from fabric.telemetry.liveness import (
     State,
     beat_findings,
     judge,
+    missing_share,
     sent,
 )
 
@@ -180,3 +183,120 @@ def test_rules_are_checked(options, word):
     values = {"interval_s": 10.0, "unreachable_polls": 3, "down_polls": 10, "answer_s": 5.0, **options}
     with pytest.raises(ValueError, match=word):
         Rules(**values)
+
+
+# --- edges and defaults, each worked by hand ------------------------------------------------------------------------
+
+
+def test_by_default_a_poll_missed_by_half_the_nodes_is_the_pipelines():
+    rules = Rules(interval_s=10.0, unreachable_polls=3, down_polls=10, answer_s=5.0)  # stalled_fraction left out
+    for answered, streak in (({"b", "c", "d"}, 3), ({"c", "d"}, 0)):
+        state, answers = history({100.0: answered, 110.0: answered, 120.0: answered})
+        assert judge(state, answers, at(130.0), rules, NODES).streaks["a"] == streak
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"interval_s": 0.5}, {"unreachable_polls": 3, "down_polls": 3}, {"unreachable_polls": 1, "down_polls": 1},
+     {"answer_s": 0.0}, {"answer_s": 0.5}, {"stalled_fraction": 1.0}],
+)  # fmt: skip
+def test_rules_at_their_bounds_are_accepted(options):
+    values = {"interval_s": 10.0, "unreachable_polls": 3, "down_polls": 10, "answer_s": 5.0, **options}
+    assert Rules(**values).stall_after_s == values["unreachable_polls"] * values["interval_s"]
+
+
+@pytest.mark.parametrize(
+    ("options", "word"), [({"answer_s": -0.5}, "answer_s"), ({"stalled_fraction": 1.5}, "stalled")]
+)
+def test_rules_just_past_their_bounds_are_refused(options, word):
+    values = {"interval_s": 10.0, "unreachable_polls": 3, "down_polls": 10, "answer_s": 5.0, **options}
+    with pytest.raises(ValueError, match=word):
+        Rules(**values)
+
+
+def test_missing_share_of_a_round():
+    assert missing_share(Answers(), 100.0, 0) == 0.0  # nobody asked: nobody missing
+    assert missing_share(Answers(), 100.0, 4) == 1.0  # no answer recorded at all
+    assert missing_share(Answers(counts={100.0: 4}), 100.0, 4) == 0.0
+    assert missing_share(Answers(counts={100.0: 5}), 100.0, 4) == 0.0  # more answers than asks is not negative
+    assert missing_share(Answers(counts={100.0: 1}), 100.0, 4) == 0.75
+
+
+def test_a_round_is_judged_once_ingest_reached_exactly_its_due_time():
+    state, answers = history({100.0: {"b", "c", "d"}})
+    assert judge(state, answers, at(130.0, until=105.0), RULES, NODES).streaks["a"] == 1
+
+
+def test_a_round_sent_now_with_no_answer_time_is_judged_now():
+    rules = Rules(interval_s=10.0, unreachable_polls=3, down_polls=10, answer_s=0.0)
+    state, answers = history({130.0: {"b", "c", "d"}})
+    verdict = judge(state, answers, at(130.0), rules, NODES)
+    assert verdict.streaks["a"] == 1 and verdict.state.pending == ()
+
+
+def test_a_poll_sent_exactly_three_intervals_ago_is_not_yet_a_stall():
+    state, answers = history({100.0: set(NODES)})
+    assert judge(state, answers, at(130.0), RULES, NODES).cluster == []
+
+
+def test_ingest_exactly_three_intervals_behind_is_not_yet_a_stall():
+    state, answers = history({110.0: set(NODES), 120.0: set(NODES)})
+    assert judge(state, answers, at(130.0, until=100.0), RULES, NODES).cluster == []
+
+
+def test_ingest_that_never_ran_is_behind_since_the_oldest_round_waiting():
+    state, answers = history({100.0: set(), 110.0: set(), 120.0: set()})
+    (f,) = judge(state, answers, Progress(now=140.0, ingested_until=None), RULES, NODES).cluster
+    assert f.message == (
+        "telemetry stalled (no node is judged or taken down meanwhile): "
+        "ingest: 40 s behind (0 results wait in the inbox)"
+    )
+
+
+def test_a_beat_that_ticked_exactly_at_the_limit_still_ticks():
+    state, answers = history({100.0: set(NODES)})
+    (f,) = judge(state, answers, at(200.0, beat_age_s=30.0), RULES, NODES).cluster
+    assert "broker/polls: no poll was sent for 100 s though beat ticks" in f.message
+
+
+def test_three_polls_each_missed_by_exactly_half_are_a_pipeline_alert():
+    state, answers = history({100.0: {"c", "d"}, 110.0: {"c", "d"}, 120.0: {"c", "d"}})
+    (f,) = judge(state, answers, at(130.0), RULES, NODES).cluster
+    assert "answers: 2 of 4 nodes (50%) missed the newest poll" in f.message
+
+
+def test_the_pipeline_alert_counts_the_newest_poll_and_its_expiries():
+    nodes = tuple(f"n{i}" for i in range(10))
+    # Missed by 6, 7 and 8 of 10; 2 of the newest poll's expired on the broker; no count kept for the newest.
+    state, answers = history({100.0: set(nodes[6:]), 110.0: set(nodes[7:]), 120.0: set()}, asked=nodes)
+    counts = {100.0: 4, 110.0: 3}
+    answers = Answers(answers.newest, counts, expired={120.0: frozenset({"n0", "n1"})})
+    (f,) = judge(state, answers, at(130.0), RULES, nodes).cluster
+    assert f.message == (
+        "telemetry stalled (no node is judged or taken down meanwhile): answers: 10 of 10 nodes (100%) missed the "
+        "newest poll, and at least 50% missed each of the last 3, 2 of them expired on the broker before an agent "
+        "took them: the broker, the agents or their network, not the nodes one by one"
+    )
+    state, answers = history({100.0: set(nodes[6:]), 110.0: set(nodes[7:]), 120.0: set(nodes[8:])}, asked=nodes)
+    (f,) = judge(state, answers, at(130.0), RULES, nodes).cluster
+    assert "answers: 8 of 10 nodes (80%) missed the newest poll, and at least 50% missed each of the last 3: " in (
+        f.message
+    )
+
+
+@pytest.mark.parametrize("keep", [0, 1])
+def test_at_least_the_newest_round_waits_whatever_keep_says(keep):
+    state = State()
+    for t in (100.0, 110.0, 120.0):
+        state = sent(state, Round(t, NODES), keep=keep)
+    assert [r.at for r in state.pending] == [120.0]
+
+
+def test_the_judges_records_cannot_be_changed_in_place():
+    # The state is handed from one check to the next (and cached between processes): nothing may edit it.
+    state, answers = history({100.0: set(NODES)})
+    verdict = judge(state, answers, at(130.0), RULES, NODES)
+    for obj, name in ((Round(1.0, ()), "at"), (answers, "newest"), (at(1.0), "now"), (RULES, "answer_s"),
+                      (state, "pending"), (verdict, "cluster")):  # fmt: skip
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(obj, name, None)
