@@ -88,6 +88,11 @@ _SHORTCUT = (
     "the removed switch's own hosts: single-homed ones are in `sole`, the others are judged via their other switch"
 )
 EQUIVALENT: dict[str, str] = {
+    "fabric/importers/__init__.py | read_text: compare: 0 <= nul < exc.start -> 0 <= nul <= exc.start": "a NUL byte "
+    "is valid UTF-8: a decoding error never starts at it",
+    "fabric/importers/ibnetdiscover_ports.py | _describer.<locals>.describe: return: return guid -> return None": (
+        "both ends of a line are recorded as nodes before the link table (the only caller) sees them"
+    ),
     _LIVE + "judge: boolop: answers.newest.get(n, float('-inf')) < r.at and n not in expired -> "
     "answers.newest.get(n, float('-inf')) < r.at or n not in expired": _DROPPED,
     _LIVE + "judge: compare: answers.newest.get(n, float('-inf')) < r.at -> "

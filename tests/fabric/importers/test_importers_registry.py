@@ -108,3 +108,53 @@ def test_importers_import_no_django() -> None:
     root = Path(__file__).resolve().parents[3]
     result = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
+
+
+# --- edges, worked by hand ----------------------------------------------------------------------------------------
+
+# The start of a line `ibnetdiscover -p` prints, up to the blank after the GUID that recognising it needs.
+PORT_LINE = "CA    12  1 0x0002c903002db103 "
+
+
+def test_a_format_line_ending_at_the_20000th_character_is_recognised() -> None:
+    text = "#" * (20_000 - len(PORT_LINE) - 1) + "\n" + PORT_LINE
+    assert len(text) == 20_000
+    assert guess_format(text) == "ibnetdiscover-ports"
+
+
+def test_a_format_line_ending_past_the_20000th_character_is_not_looked_at() -> None:
+    text = "#" * (20_001 - len(PORT_LINE) - 1) + "\n" + PORT_LINE
+    assert len(text) == 20_001
+    assert guess_format(text) == "spec"
+
+
+def test_a_nul_as_the_very_first_byte_is_binary(tmp_path: Path) -> None:
+    f = tmp_path / "junk.txt"
+    f.write_bytes(b"\0switch")
+    with pytest.raises(ParseError, match="binary data: NUL byte") as exc:
+        read_text(f)
+    assert exc.value.line == 1
+
+
+def test_a_nul_first_then_a_bad_byte_reports_the_nul(tmp_path: Path) -> None:
+    f = tmp_path / "junk.txt"
+    f.write_bytes(b"\0ab\n\xff")
+    with pytest.raises(ParseError, match="binary data: NUL byte") as exc:
+        read_text(f)
+    assert exc.value.line == 1
+
+
+def test_a_bad_byte_without_any_nul_is_not_utf8(tmp_path: Path) -> None:
+    f = tmp_path / "latin1.txt"
+    f.write_bytes(b"caf\xe9\n")
+    with pytest.raises(ParseError, match=r"not UTF-8 text: byte 0xe9") as exc:
+        read_text(f)
+    assert exc.value.line == 1
+
+
+def test_a_bad_byte_right_after_a_leading_newline_is_on_line_two(tmp_path: Path) -> None:
+    f = tmp_path / "junk.txt"
+    f.write_bytes(b"\n\xff")
+    with pytest.raises(ParseError) as exc:
+        read_text(f)
+    assert exc.value.line == 2
