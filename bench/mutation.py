@@ -81,6 +81,7 @@ _SPOF = "fabric/topology/spof.py | "
 _SM = "fabric/telemetry/subnet_manager.py | "
 _ONE_MASTER = "guarded by len(masters) == 1: the first master is the last"
 _LIVE = "fabric/telemetry/liveness.py | "
+_NODE_PORTS = "the parser's own _Node: every one is made from a header, with the port count it gives"
 _DROPPED = "the per-node pass keeps only misses after the node's newest answer and not expired: the extra one goes"
 _STALL_MISSED = "a stall needs the newest round missed by >= stalled_fraction > 0 of its nodes, so at least one"
 _ONE_PIECE = "one piece left (no split): it is the main part or has no host port, so cut_off finds nothing lost"
@@ -88,6 +89,8 @@ _SHORTCUT = (
     "the removed switch's own hosts: single-homed ones are in `sole`, the others are judged via their other switch"
 )
 EQUIVALENT: dict[str, str] = {
+    "fabric/importers/ibnetdiscover.py | <module>: int: port_count: int = 0 -> port_count: int = 1": _NODE_PORTS,
+    "fabric/importers/ibnetdiscover.py | <module>: int: port_count: int = 0 -> port_count: int = -1": _NODE_PORTS,
     "fabric/importers/__init__.py | read_text: compare: 0 <= nul < exc.start -> 0 <= nul <= exc.start": "a NUL byte "
     "is valid UTF-8: a decoding error never starts at it",
     "fabric/importers/ibnetdiscover_ports.py | _describer.<locals>.describe: return: return guid -> return None": (

@@ -444,3 +444,63 @@ def test_router_named_as_a_peer_without_a_block_is_refused() -> None:
     err = parse_error(SMALL.replace(rt_block, ""))
     assert err.line == 6
     assert "no Rt block" in err.message
+
+
+# --- a CA's port facts: its own block first, its switch's line where the block is silent ---------------------------
+
+SW_TO_GPU01 = '[1]\t"H-00000000000000a0"[1](a1) \t\t# "gpu01 mlx5_0" lid 7'
+# The switch's line says port GUID a9 and LID 77 for gpu01's port 1; gpu01's own block says a1 and 7.
+CONFLICT = SMALL.replace(SW_TO_GPU01, '[1]\t"H-00000000000000a0"[1](a9) \t\t# "gpu01 mlx5_0" lid 77')
+GPU01_BLOCK = (
+    'Ca\t1 "H-00000000000000a0"\t\t# "gpu01 mlx5_0"\n'
+    '[1](a1) \t"S-0000000000000001"[1]\t\t# lid 7 lmc 0 "Quantum Mellanox Technologies" lid 5 4xHDR\n\n'
+)
+SPINE_PORT = '[4]\t"S-0000000000000002"[7]'
+
+
+def _gpu01(text: str):
+    return next(ca for ca in parse_ibnetdiscover(text).cas if ca.guid == "00000000000000a0")
+
+
+def _second_port_on_switch_port_5(peer: str) -> str:
+    """gpu01 declares 2 ports and lists port 1 only; the switch's port 5 reaches `peer` (its port 2), LID 11."""
+    line = f'[5]\t"H-00000000000000a0"{peer} \t\t# "gpu01 mlx5_0" lid 11 4xHDR\n'
+    return SMALL.replace(SPINE_PORT, line + SPINE_PORT).replace(
+        'Ca\t1 "H-00000000000000a0"', 'Ca\t2 "H-00000000000000a0"'
+    )
+
+
+def test_a_cas_own_block_wins_over_its_switchs_line_when_it_comes_after() -> None:
+    ca = _gpu01(CONFLICT)
+    assert (ca.port_guids, ca.lids) == ({1: "00000000000000a1"}, {1: 7})
+
+
+def test_a_cas_own_block_wins_over_its_switchs_line_when_it_comes_first() -> None:
+    assert GPU01_BLOCK in CONFLICT
+    ca = _gpu01(GPU01_BLOCK + CONFLICT.replace(GPU01_BLOCK, ""))
+    assert (ca.port_guids, ca.lids) == ({1: "00000000000000a1"}, {1: 7})
+
+
+def test_a_ca_port_only_its_switch_lists_takes_the_switchs_word() -> None:
+    ca = _gpu01(_second_port_on_switch_port_5("[2](a2)"))
+    assert (ca.port_guids, ca.lids) == ({1: "00000000000000a1", 2: "00000000000000a2"}, {1: 7, 2: 11})
+
+
+def test_a_switch_line_without_the_cas_port_guid_gives_only_its_lid() -> None:
+    ca = _gpu01(_second_port_on_switch_port_5("[2]"))
+    assert (ca.port_guids, ca.lids) == ({1: "00000000000000a1"}, {1: 7, 2: 11})
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        (
+            'Switch\t40 "S-0000000000000001"',
+            'Switch <ports> "S-<guid>" # "<description>" enhanced port 0 lid <lid> lmc <lmc>',
+        ),
+        ('Ca\t1 "H-00000000000000a0"', 'Ca <ports> "H-<guid>" # "<description>"'),
+    ],
+)
+def test_a_malformed_header_says_what_its_kind_should_look_like(header, expected) -> None:
+    err = parse_error(header + "\n")
+    assert err.message.startswith(f"malformed {header.split()[0]} header (expected '{expected}'): ")
