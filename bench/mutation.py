@@ -81,6 +81,7 @@ _SPOF = "fabric/topology/spof.py | "
 _SM = "fabric/telemetry/subnet_manager.py | "
 _ONE_MASTER = "guarded by len(masters) == 1: the first master is the last"
 _LIVE = "fabric/telemetry/liveness.py | "
+_ROW_WIDTH = "_read_row refused every GPU row whose width is not the header's devices plus its extras"
 _NODE_PORTS = "the parser's own _Node: every one is made from a header, with the port count it gives"
 _DROPPED = "the per-node pass keeps only misses after the node's newest answer and not expired: the extra one goes"
 _STALL_MISSED = "a stall needs the newest round missed by >= stalled_fraction > 0 of its nodes, so at least one"
@@ -89,6 +90,16 @@ _SHORTCUT = (
     "the removed switch's own hosts: single-homed ones are in `sole`, the others are judged via their other switch"
 )
 EQUIVALENT: dict[str, str] = {
+    "fabric/importers/nvidia_topo.py | _check_matrix: compare: j < i -> j <= i": "on the diagonal both codes are X",
+    "fabric/importers/nvidia_topo.py | _build: bool: zip(devices, codes, strict=True) -> "
+    "zip(devices, codes, strict=False)": _ROW_WIDTH,
+    "fabric/importers/nvidia_topo.py | _build: bool: zip(header.extras, extras, strict=True) -> "
+    "zip(header.extras, extras, strict=False)": _ROW_WIDTH,
+    "fabric/importers/fattree.py | plan_fat_tree: compare: hcas_per_node <= spine_down -> hcas_per_node < spine_down": (
+        "at equality both branches give spine_down (spine_down // hcas * hcas = spine_down)"
+    ),
+    "fabric/importers/fattree.py | plan_fat_tree: compare: nodes < down -> nodes <= down": "at nodes == down, "
+    "ceil(down / o) >= up (down = floor(up * o) > up * o - 1), so the uplinks stay `up` and down stays nodes",
     "fabric/importers/ibnetdiscover.py | <module>: int: port_count: int = 0 -> port_count: int = 1": _NODE_PORTS,
     "fabric/importers/ibnetdiscover.py | <module>: int: port_count: int = 0 -> port_count: int = -1": _NODE_PORTS,
     "fabric/importers/__init__.py | read_text: compare: 0 <= nul < exc.start -> 0 <= nul <= exc.start": "a NUL byte "

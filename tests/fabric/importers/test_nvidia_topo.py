@@ -255,3 +255,9 @@ def test_bad_cpu_affinity() -> None:
 def test_bad_numa_affinity() -> None:
     err = parse_error(edit_line(A100, 2, "\t3", "\tthree"))
     assert (err.line, err.message) == (2, "GPU0: NUMA affinity 'three' is not a node number or N/A")
+
+
+def test_a_two_column_matrix_row_first_is_a_row_before_the_header() -> None:
+    # A one-GPU row with no affinity columns ("GPU0  X") where the header should be.
+    with pytest.raises(ParseError, match="matrix row before the header line"):
+        parse_nvidia_topo("GPU0\tX\n")
