@@ -90,6 +90,8 @@ _SHORTCUT = (
     "the removed switch's own hosts: single-homed ones are in `sole`, the others are judged via their other switch"
 )
 EQUIVALENT: dict[str, str] = {
+    "fabric/importers/fattree.py | plan_flat_fat_tree: int: nodes < 1 -> nodes < 0": "0 nodes make 0 leaves, and "
+    "plan_fat_tree(0, ...) refuses them in the same words",
     "fabric/importers/nvidia_topo.py | _check_matrix: compare: j < i -> j <= i": "on the diagonal both codes are X",
     "fabric/importers/nvidia_topo.py | _build: bool: zip(devices, codes, strict=True) -> "
     "zip(devices, codes, strict=False)": _ROW_WIDTH,
