@@ -81,6 +81,10 @@ _SPOF = "fabric/topology/spof.py | "
 _SM = "fabric/telemetry/subnet_manager.py | "
 _ONE_MASTER = "guarded by len(masters) == 1: the first master is the last"
 _LIVE = "fabric/telemetry/liveness.py | "
+_LOW_AT_LEAST_2 = (
+    "every caller asks for at least 2: spines max(..., 2); a core group takes leaves * up / spines >= leaves > P "
+    "cables (spines divide up), so ceil(cables / P) >= 2"
+)
 _ROW_WIDTH = "_read_row refused every GPU row whose width is not the header's devices plus its extras"
 _NODE_PORTS = "the parser's own _Node: every one is made from a header, with the port count it gives"
 _DROPPED = "the per-node pass keeps only misses after the node's newest answer and not expired: the extra one goes"
@@ -90,6 +94,10 @@ _SHORTCUT = (
     "the removed switch's own hosts: single-homed ones are in `sole`, the others are judged via their other switch"
 )
 EQUIVALENT: dict[str, str] = {
+    "fabric/importers/fattree.py | _divisor_at_least: int: max(low, 1) -> max(low, 2)": _LOW_AT_LEAST_2,
+    "fabric/importers/fattree.py | _divisor_at_least: int: max(low, 1) -> max(low, 0)": _LOW_AT_LEAST_2,
+    "fabric/importers/fattree.py | _divisor_at_least: int: n + 1 -> n + 2": "n + 1 never divides n: the loop "
+    "ends as before and returns n",
     "fabric/importers/fattree.py | plan_flat_fat_tree: int: nodes < 1 -> nodes < 0": "0 nodes make 0 leaves, and "
     "plan_fat_tree(0, ...) refuses them in the same words",
     "fabric/importers/nvidia_topo.py | _check_matrix: compare: j < i -> j <= i": "on the diagonal both codes are X",
