@@ -81,6 +81,9 @@ _SPOF = "fabric/topology/spof.py | "
 _SM = "fabric/telemetry/subnet_manager.py | "
 _ONE_MASTER = "guarded by len(masters) == 1: the first master is the last"
 _LIVE = "fabric/telemetry/liveness.py | "
+_COMMON = "fabric/importers/_common.py | "
+_CACHE_SIZE = "a cache's size (0: none) changes how fast, not what: the cached functions are pure"
+_LINK_KEY = "the key only has to name the unordered pair the same way each time (a == b was refused above)"
 _LOW_AT_LEAST_2 = (
     "every caller asks for at least 2: spines max(..., 2); a core group takes leaves * up / spines >= leaves > P "
     "cables (spines divide up), so ceil(cables / P) >= 2"
@@ -94,6 +97,14 @@ _SHORTCUT = (
     "the removed switch's own hosts: single-homed ones are in `sole`, the others are judged via their other switch"
 )
 EQUIVALENT: dict[str, str] = {
+    _COMMON + "<module>: int: lru_cache(maxsize=256) -> lru_cache(maxsize=257)": _CACHE_SIZE,
+    _COMMON + "<module>: int: lru_cache(maxsize=256) -> lru_cache(maxsize=255)": _CACHE_SIZE,
+    _COMMON + "<module>: int: 1 << 16 -> 2 << 16": _CACHE_SIZE,
+    _COMMON + "<module>: int: 1 << 16 -> 0 << 16": _CACHE_SIZE,
+    _COMMON + "<module>: int: 1 << 16 -> 1 << 17": _CACHE_SIZE,
+    _COMMON + "<module>: int: 1 << 16 -> 1 << 15": _CACHE_SIZE,
+    _COMMON + "LinkTable.add_link: negate: a < b -> not a < b": _LINK_KEY,
+    _COMMON + "LinkTable.add_link: compare: a < b -> a <= b": _LINK_KEY,
     "fabric/importers/fattree.py | _divisor_at_least: int: max(low, 1) -> max(low, 2)": _LOW_AT_LEAST_2,
     "fabric/importers/fattree.py | _divisor_at_least: int: max(low, 1) -> max(low, 0)": _LOW_AT_LEAST_2,
     "fabric/importers/fattree.py | _divisor_at_least: int: n + 1 -> n + 2": "n + 1 never divides n: the loop "

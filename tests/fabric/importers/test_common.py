@@ -5,16 +5,20 @@ from __future__ import annotations
 import pytest
 
 from fabric.importers._common import (
+    LinkTable,
     ca_identity,
     check_text,
     excerpt,
     guid_or_empty,
     name_unnamed_by_system,
+    parse_link_rate,
 )
 from fabric.importers.types import ParsedCA, ParseError
 
 
-@pytest.mark.parametrize(("text", "line", "column"), [("ab\0", 1, 3), ("\0", 1, 1), ("x\nab\x01c", 2, 3)])
+@pytest.mark.parametrize(
+    ("text", "line", "column"), [("ab\0", 1, 3), ("\0", 1, 1), ("\n\0", 2, 1), ("x\nab\x01c", 2, 3)]
+)
 def test_junk_is_reported_at_its_line_and_column(text, line, column) -> None:
     with pytest.raises(ParseError, match=f"at column {column}$") as exc:
         check_text(text)
@@ -53,3 +57,27 @@ def test_warnings_about_unnamed_adapters_name_the_input_when_it_has_no_name() ->
     assert warning.startswith("input: 1 channel adapter(s) have no host name")
     (warning,) = name_unnamed_by_system([ca], "fabric.topo")
     assert warning.startswith("fabric.topo: 1 channel adapter(s) have no host name")
+
+
+def test_a_one_word_description_is_a_host_name_without_a_device() -> None:
+    assert ca_identity("gpu01") == ("gpu01", "", "host")
+
+
+def test_the_unnamed_adapters_warning_shows_the_first_as_its_example() -> None:
+    cas = [
+        ParsedCA(guid=f"000000000000000{i}", description=f"MT4129 ConnectX7 Mellanox Technologies {i}", hostname="",
+                 device="")
+        for i in (1, 2)
+    ]  # fmt: skip
+    (warning,) = name_unnamed_by_system(cas, "f")
+    assert "e.g. 0000000000000001 'MT4129 ConnectX7 Mellanox Technologies 1'" in warning
+
+
+@pytest.mark.parametrize("order", [("4xHDR", "4x???"), ("4x???", "4xHDR")])
+def test_a_link_keeps_the_speed_one_end_knows_whichever_end_comes_first(order) -> None:
+    table = LinkTable("t", str)
+    first, second = order
+    table.add_link(("a", 1), ("b", 2), parse_link_rate(first, 1, "t"), 1)
+    table.add_link(("b", 2), ("a", 1), parse_link_rate(second, 2, "t"), 2)
+    (link,) = table.links()
+    assert (link.width, link.speed, link.degraded) == (4, "HDR", "")
