@@ -396,3 +396,42 @@ def test_an_nvlink_domain_a_scheduler_cannot_name_is_refused(bad: str) -> None:
         f"nodes[0].nvlink_domain: {bad!r} is not a domain name: letters, digits, '-', '_' and '.', starting and "
         "ending with a letter or digit, at most 63"
     )
+
+
+# --- edges, worked by hand ----------------------------------------------------------------------------------------
+
+
+def _aliases(k: int) -> str:
+    # Walked once each: the top mapping, the anchored scalar, the links list (3 nodes); then k re-reads of the
+    # scalar. The limit is 100,000 + 10 per distinct node = 100,030 re-reads.
+    return "version: &v 1\nlinks: [" + ", ".join(["*v"] * k) + "]\n"
+
+
+def test_alias_expansions_up_to_the_limit_are_read() -> None:
+    err = parse_error(_aliases(100_030))
+    assert err.message == "links[0]: must be a mapping, got a number"  # read in full, judged on its content
+
+
+def test_one_alias_expansion_past_the_limit_is_a_bomb() -> None:
+    err = parse_error(_aliases(100_031))
+    assert (err.line, err.message) == (1, "too many alias expansions (an alias bomb?)")  # the re-read anchor's line
+
+
+def test_switches_without_nodes_are_a_fabric() -> None:
+    fabric = parse_spec("switches:\n  - {name: s1, ports: 36}\n")
+    assert ([s.name for s in fabric.switches], fabric.nodes) == (["s1"], [])
+
+
+def test_nodes_without_switches_are_a_fabric() -> None:
+    fabric = parse_spec("nodes:\n  - {hostname: h1}\n")
+    assert ([n.hostname for n in fabric.nodes], fabric.switches) == (["h1"], [])
+
+
+def test_an_empty_list_entry_is_nothing() -> None:
+    err = parse_error("switches:\n  -\n")
+    assert (err.line, err.message) == (2, "switches[0]: must be a mapping, got nothing")
+
+
+def test_a_character_yaml_refuses_is_reported_at_its_line() -> None:
+    err = parse_error("switches: []\nversion: \ufffe\n")
+    assert (err.line, err.message) == (2, "character U+FFFE is not allowed in YAML (binary data?)")
