@@ -81,6 +81,8 @@ _SPOF = "fabric/topology/spof.py | "
 _SM = "fabric/telemetry/subnet_manager.py | "
 _ONE_MASTER = "guarded by len(masters) == 1: the first master is the last"
 _LIVE = "fabric/telemetry/liveness.py | "
+_FT = "fabric/importers/fattree.py | "
+_SP_DIVIDES = "sp divides up, so it divides every pod's cables (its leaves x up): the remainder is always 0"
 _COMMON = "fabric/importers/_common.py | "
 _CACHE_SIZE = "a cache's size (0: none) changes how fast, not what: the cached functions are pure"
 _LINK_KEY = "the key only has to name the unordered pair the same way each time (a == b was refused above)"
@@ -97,6 +99,11 @@ _SHORTCUT = (
     "the removed switch's own hosts: single-homed ones are in `sole`, the others are judged via their other switch"
 )
 EQUIVALENT: dict[str, str] = {
+    _FT + "plan_fat_tree: int: 1 if k < cables % sp else 0 -> 2 if k < cables % sp else 0": _SP_DIVIDES,
+    _FT + "plan_fat_tree: int: 1 if k < cables % sp else 0 -> 0 if k < cables % sp else 0": _SP_DIVIDES,
+    _FT + "_Builder.above_leaves: compare: k >= len(pod_spines) -> k > len(pod_spines)": "every pod gets the spine "
+    "count of a full pod, and k runs below it: the test never holds",
+    _FT + "generate_fat_tree: int: exc.args[0] -> exc.args[-1]": "the catalogue's KeyError has one argument",
     "fabric/importers/spec.py | _parent: return: return path[:path.rindex('[')] -> return None": "the walker "
     "records the line of every list element, so _Doc.line never climbs to a missing one, and GUIDs are claimed "
     "at '.guid' paths",

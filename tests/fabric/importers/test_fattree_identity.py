@@ -80,3 +80,5 @@ def test_the_default_leaf_is_a_64_port_switch_and_the_ratio_is_down_over_up() ->
     plan = plan_fat_tree(64, 1)
     assert (plan.down, plan.up, plan.oversubscription) == (32, 32, 1.0)
     assert plan_fat_tree(64, 1, oversubscription=2.0).oversubscription == 2.0  # 42 / 21
+    # 2,080 single-HCA servers are 65 leaves of 32: one more than a 64-port spine reaches, so three tiers.
+    assert plan_fat_tree(2080, 1).tiers == 3

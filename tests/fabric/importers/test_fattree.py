@@ -1,13 +1,17 @@
 """The fat-tree generator: layout arithmetic by hand, then the analyses on what it builds."""
 
+import dataclasses
 import itertools
 import re
+import uuid
 from collections import Counter
 
 import pytest
 
+import fabric.importers.fattree as fattree
 from fabric.importers.fattree import FatTreePlan, generate_fat_tree, plan_fat_tree, plan_flat_fat_tree
 from fabric.importers.types import ParsedFabric, normalise_guid
+from fabric.topology.catalog import GpuModel
 from fabric.topology.convert import fabric_from_parsed
 from fabric.topology.distance import LEVEL_CORE, LEVEL_LEAF, LEVEL_POD, Distance, HopIndex
 from fabric.topology.graph import FabricGraph
@@ -382,3 +386,207 @@ def test_an_impossible_flat_tree_is_refused_naming_why(args, message):
 def test_storage_servers_are_refused_on_a_flat_tree():
     with pytest.raises(ValueError, match="storage servers are cabled rail-optimised only"):
         generate_fat_tree(4, storage_nodes=2, rail_optimised=False)
+
+
+# --- edges of the plan, worked by hand -----------------------------------------------------------------------------
+
+
+def test_three_tiers_keep_units_whole_in_a_pod() -> None:
+    # 704 servers x 3 HCAs on 64 ports at 1:1: down 32, 22 units, 66 leaves > 64: three tiers. A pod holds 32 leaves
+    # but only 10 whole units of 3 (30 leaves): 3 pods (30, 30, 6). Spines per pod: the smallest divisor of 32 that
+    # is >= ceil(30 * 32 / 32) = 30: 32. Group k takes 30 + 30 + 6 = 66 cables; a spine of a full pod goes up with
+    # 30 * 32 / 32 = 30: cores per group the smallest divisor of 30 >= ceil(66 / 64) = 2: 2.
+    plan = plan_fat_tree(704, 3)
+    assert (plan.tiers, plan.leaves, plan.leaves_per_pod, plan.pods) == (3, 66, 30, 3)
+    assert plan.spines_per_pod == (32, 32, 32)
+    assert plan.cores_per_group == (2,) * 32
+
+
+def test_three_tiers_with_more_hcas_than_a_pod_has_leaves() -> None:
+    # 8 servers x 5 HCAs on 8 ports: down 4 up 4, 2 units, 10 leaves > 8. A spine has 4 ports down, fewer than a
+    # unit's 5 leaves: pods of 4 leaves, 3 of them (4, 4, 2). Spines: smallest divisor of 4 >= ceil(4 * 4 / 4) = 4.
+    # Group k: 4 + 4 + 2 = 10 cables; per spine 4 * 4 / 4 = 4 up: cores the smallest divisor of 4 >= ceil(10 / 8) = 2.
+    plan = plan_fat_tree(8, 5, leaf_ports=8)
+    assert (plan.tiers, plan.leaves, plan.leaves_per_pod, plan.pods) == (3, 10, 4, 3)
+    assert (plan.spines_per_pod, plan.cores_per_group) == ((4, 4, 4), (2, 2, 2, 2))
+
+
+def test_a_flat_tree_defaults_to_64_ports_at_one_to_one() -> None:
+    # A full 64-port leaf at 1:1 has 32 host ports: 4 servers of 8 HCAs per leaf, 16 servers on 4 leaves, planned
+    # as 128 single-HCA hosts: 2 spines (the smallest divisor of 32 >= max(ceil(4 * 32 / 64), 2) = 2).
+    plan, per_leaf = plan_flat_fat_tree(16, 8)
+    assert (per_leaf, plan.down, plan.up, plan.leaves, plan.spines_per_pod) == (4, 32, 32, 4, (2,))
+
+
+def test_a_flat_tree_of_two_port_switches() -> None:
+    # 2 ports: one host port, one uplink; one server of one HCA per leaf, one spine.
+    plan, per_leaf = plan_flat_fat_tree(1, 1, leaf_ports=2)
+    assert (per_leaf, plan.tiers, plan.down, plan.up, plan.leaves, plan.spines_per_pod) == (1, 2, 1, 1, 1, (1,))
+
+
+@pytest.mark.parametrize(("nodes", "got"), [(-5, "-5"), (2.5, "2.5"), (0, "0")])
+def test_a_flat_tree_names_the_bad_node_count(nodes, got) -> None:
+    with pytest.raises(ValueError, match=f"nodes must be a whole number >= 1, got {got}$"):
+        plan_flat_fat_tree(nodes, 8)
+
+
+@pytest.mark.parametrize("hcas", [None, 1])
+def test_a_negative_gpu_count_is_refused(hcas) -> None:
+    with pytest.raises(ValueError, match="gpus_per_node must be a whole number >= 0, got -1"):
+        generate_fat_tree(4, gpus_per_node=-1, hcas_per_node=hcas)
+
+
+def test_a_plan_cannot_be_changed_once_made() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan_fat_tree(32, 8).up = 1
+
+
+def test_gpu_uuids_are_uuid5_of_salt_host_and_index() -> None:
+    # The module's documented recipe, in the namespace uuid5(DNS, "generated.clusterctl").
+    ns = uuid.uuid5(uuid.NAMESPACE_DNS, "generated.clusterctl")
+    plain = generate_fat_tree(1, gpus_per_node=2, leaf_ports=8).nodes[0]
+    salted = generate_fat_tree(1, gpus_per_node=2, leaf_ports=8, uuid_salt="c1").nodes[0]
+    assert [g.uuid for g in plain.gpus] == [f"GPU-{uuid.uuid5(ns, f'gpu0001/{i}')}" for i in range(2)]
+    assert [g.uuid for g in salted.gpus] == [f"GPU-{uuid.uuid5(ns, f'c1/gpu0001/{i}')}" for i in range(2)]
+
+
+def test_an_nvlink_generation_the_generator_does_not_know_is_pcie() -> None:
+    # Generation 6 has no per-link figure here: no NV code is made up; GPUs 0 and 1 share a socket, 0 and 3 do not.
+    topo = fattree._build_topology(GpuModel("X", 1024, 6, 3600.0, False), 4, ["mlx5_0"])
+    assert (topo.gpu_links[(0, 1)], topo.gpu_links[(0, 3)]) == ("NODE", "SYS")
+
+
+# --- whole fabrics written out by hand -------------------------------------------------------------------------------
+
+
+def _wiring(f: ParsedFabric) -> tuple[list, list, list]:
+    """(switches as (name, rack, lid, description), CAs as (name, lid), cables as (end, port, end, port)) in the
+    order built, each end named: a switch by its name, an HCA as host/device."""
+    name = {s.guid: s.name for s in f.switches} | {c.guid: f"{c.hostname}/{c.device}" for c in f.cas}
+    switches = [(s.name, s.rack, s.lid, s.description) for s in f.switches]
+    cas = [(name[c.guid], c.lids) for c in f.cas]
+    cables = [(name[lk.a.node_guid], lk.a.port, name[lk.b.node_guid], lk.b.port) for lk in f.links]
+    assert {(lk.width, lk.speed) for lk in f.links} == {(4, "NDR")}
+    return switches, cas, cables
+
+
+def test_two_servers_and_one_storage_server_on_4_port_switches() -> None:
+    # 1:1 on 4 ports: down 2, up 2. One compute unit (2 leaves, one per rail) and one storage unit (2 leaves):
+    # 4 leaves <= 4 ports, two tiers, spines = the smallest divisor of 2 >= max(ceil(4 * 2 / 4), 2) = 2.
+    # Built in order: leaf001-002, the compute servers, leaf003-004, the storage server, then the spines.
+    f = generate_fat_tree(2, gpus_per_node=2, leaf_ports=4, storage_nodes=1)
+    switches, cas, cables = _wiring(f)
+    assert switches == [
+        ("leaf001", "rack01", 1, "leaf001 (4-port NDR leaf, generated)"),
+        ("leaf002", "rack01", 2, "leaf002 (4-port NDR leaf, generated)"),
+        ("leaf003", "rack-s01", 7, "leaf003 (4-port NDR leaf, generated)"),
+        ("leaf004", "rack-s01", 8, "leaf004 (4-port NDR leaf, generated)"),
+        ("spine01", "net01", 11, "spine01 (4-port NDR spine, generated)"),
+        ("spine02", "net01", 12, "spine02 (4-port NDR spine, generated)"),
+    ]
+    assert cas == [
+        ("gpu0001/mlx5_0", {1: 3}),
+        ("gpu0001/mlx5_1", {1: 4}),
+        ("gpu0002/mlx5_0", {1: 5}),
+        ("gpu0002/mlx5_1", {1: 6}),
+        ("stor01/mlx5_0", {1: 9}),
+        ("stor01/mlx5_1", {1: 10}),
+    ]
+    assert cables == [
+        ("gpu0001/mlx5_0", 1, "leaf001", 1),
+        ("gpu0001/mlx5_1", 1, "leaf002", 1),
+        ("gpu0002/mlx5_0", 1, "leaf001", 2),
+        ("gpu0002/mlx5_1", 1, "leaf002", 2),
+        ("stor01/mlx5_0", 1, "leaf003", 1),
+        ("stor01/mlx5_1", 1, "leaf004", 1),
+        # each leaf deals its uplinks (ports down + 1 = 3 and 4) over the spines in turn
+        ("leaf001", 3, "spine01", 1),
+        ("leaf001", 4, "spine02", 1),
+        ("leaf002", 3, "spine01", 2),
+        ("leaf002", 4, "spine02", 2),
+        ("leaf003", 3, "spine01", 3),
+        ("leaf003", 4, "spine02", 3),
+        ("leaf004", 3, "spine01", 4),
+        ("leaf004", 4, "spine02", 4),
+    ]
+    assert [(n.hostname, n.role, n.rack, len(n.gpus)) for n in f.nodes] == [
+        ("gpu0001", "compute", "rack01", 2),
+        ("gpu0002", "compute", "rack01", 2),
+        ("stor01", "storage", "rack-s01", 0),
+    ]
+
+
+def test_ten_servers_on_4_port_switches_need_three_tiers() -> None:
+    # down 2, up 2; 5 units of 1 leaf, 5 leaves > 4: three tiers. A spine has 2 ports down: pods of 2 leaves, 3 pods
+    # (2, 2, 1), each with 2 spines (the smallest divisor of 2 >= ceil(2 * 2 / 2) = 2). Spine k of every pod goes up
+    # with as many cables as it has down (2, 2, 1): group k takes 5, cores per group the smallest divisor of
+    # 2 * 2 / 2 = 2 that is >= ceil(5 / 4) = 2: 2, 4 cores in all.
+    f = generate_fat_tree(10, gpus_per_node=0, hcas_per_node=1, leaf_ports=4)
+    switches, _, cables = _wiring(f)
+    assert [(name, rack) for name, rack, _, _ in switches] == [
+        *[(f"leaf00{i}", f"rack0{i}") for i in range(1, 6)],
+        ("spine01", "net01"), ("spine02", "net01"), ("spine03", "net02"), ("spine04", "net02"),
+        ("spine05", "net03"), ("spine06", "net03"),
+        ("core01", "core"), ("core02", "core"), ("core03", "core"), ("core04", "core"),
+    ]  # fmt: skip
+    above = [c for c in cables if c[0].startswith(("leaf", "spine"))]
+    assert above == [
+        ("leaf001", 3, "spine01", 1), ("leaf001", 4, "spine02", 1),
+        ("leaf002", 3, "spine01", 2), ("leaf002", 4, "spine02", 2),
+        ("leaf003", 3, "spine03", 1), ("leaf003", 4, "spine04", 1),
+        ("leaf004", 3, "spine03", 2), ("leaf004", 4, "spine04", 2),
+        ("leaf005", 3, "spine05", 1), ("leaf005", 4, "spine06", 1),
+        # group 0 (spine 0 of each pod) dealt over core01, core02 in turn, across the pods
+        ("spine01", 3, "core01", 1), ("spine01", 4, "core02", 1),
+        ("spine03", 3, "core01", 2), ("spine03", 4, "core02", 2),
+        ("spine05", 2, "core01", 3),
+        # group 1 over core03, core04
+        ("spine02", 3, "core03", 1), ("spine02", 4, "core04", 1),
+        ("spine04", 3, "core03", 2), ("spine04", 4, "core04", 2),
+        ("spine06", 2, "core03", 3),
+    ]  # fmt: skip
+
+
+def test_three_servers_on_a_flat_tree_of_8_port_switches() -> None:
+    # A full 8-port leaf at 1:1 has 4 host ports: 2 servers of 2 HCAs each; 3 servers on 2 leaves, one rack each,
+    # HCA i of the server in slot s on port 2s + i + 1; uplinks on ports 5-8, dealt over 2 spines.
+    f = generate_fat_tree(3, gpus_per_node=2, leaf_ports=8, rail_optimised=False)
+    switches, _, cables = _wiring(f)
+    assert [(name, rack) for name, rack, _, _ in switches] == [
+        ("leaf001", "rack01"), ("leaf002", "rack02"), ("spine01", "net01"), ("spine02", "net01"),
+    ]  # fmt: skip
+    assert cables == [
+        ("gpu0001/mlx5_0", 1, "leaf001", 1), ("gpu0001/mlx5_1", 1, "leaf001", 2),
+        ("gpu0002/mlx5_0", 1, "leaf001", 3), ("gpu0002/mlx5_1", 1, "leaf001", 4),
+        ("gpu0003/mlx5_0", 1, "leaf002", 1), ("gpu0003/mlx5_1", 1, "leaf002", 2),
+        ("leaf001", 5, "spine01", 1), ("leaf001", 6, "spine02", 1),
+        ("leaf001", 7, "spine01", 2), ("leaf001", 8, "spine02", 2),
+        ("leaf002", 5, "spine01", 3), ("leaf002", 6, "spine02", 3),
+        ("leaf002", 7, "spine01", 4), ("leaf002", 8, "spine02", 4),
+    ]  # fmt: skip
+    assert [(n.hostname, n.rack) for n in f.nodes] == [
+        ("gpu0001", "rack01"),
+        ("gpu0002", "rack01"),
+        ("gpu0003", "rack02"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "hcas", "ports", "message"),
+    [
+        (17, 1, 4, "17 nodes need 5 pods of 2 leaves, more than a 3-tier fat tree of 4-port switches can join "
+                   "(at most 4 pods, about 16 nodes)"),
+        (28, 5, 8, "28 nodes need 9 pods of 4 leaves, more than a 3-tier fat tree of 8-port switches can join "
+                   "(at most 8 pods, about 32 nodes)"),
+    ],
+)  # fmt: skip
+def test_more_pods_than_a_core_can_join_says_how_many_nodes_fit(nodes, hcas, ports, message) -> None:
+    # At most P pods of `per_pod // hcas` units (at least 1) of `down` servers: 4 x 2 x 2 = 16; 8 x 1 x 4 = 32.
+    with pytest.raises(ValueError, match=re.escape(message)):
+        plan_fat_tree(nodes, hcas, leaf_ports=ports)
+
+
+def test_too_few_ports_for_one_uplink_says_how_many_are_needed() -> None:
+    # 2 ports at 2.5:1: floor(2 / 3.5) = 0 uplinks; one uplink needs ceil(1 + 2.5) = 4 ports.
+    with pytest.raises(ValueError, match=re.escape("(needs at least 4 ports for one uplink)")):
+        plan_fat_tree(4, 1, leaf_ports=2, oversubscription=2.5)
