@@ -99,6 +99,9 @@ _SHORTCUT = (
     "the removed switch's own hosts: single-homed ones are in `sole`, the others are judged via their other switch"
 )
 EQUIVALENT: dict[str, str] = {
+    "fabric/importers/ibnetdiscover.py | _record_port_facts: boolop: pl.own_lid is not None and pl.node.prefix != "
+    "'S' -> pl.own_lid is not None or pl.node.prefix != 'S'": "a line of a Ca/Rt block always carries its own LID "
+    "(the grammar requires it) and a switch block's lines never do: both sides agree",
     _FT + "plan_fat_tree: int: 1 if k < cables % sp else 0 -> 2 if k < cables % sp else 0": _SP_DIVIDES,
     _FT + "plan_fat_tree: int: 1 if k < cables % sp else 0 -> 0 if k < cables % sp else 0": _SP_DIVIDES,
     _FT + "_Builder.above_leaves: compare: k >= len(pod_spines) -> k > len(pod_spines)": "every pod gets the spine "
