@@ -99,6 +99,10 @@ _SHORTCUT = (
     "the removed switch's own hosts: single-homed ones are in `sole`, the others are judged via their other switch"
 )
 EQUIVALENT: dict[str, str] = {
+    _COMMON + "LinkTable._merge_rate: boolop: not link.speed and rate.speed -> not link.speed or rate.speed": "it "
+    "differs only when both ends know the speed and agree on width and speed: the assignment changes nothing",
+    _FT + "_divisor_at_least: int: n + 1 -> n + 0": "n is the answer of the last resort either way (the return "
+    "after the loop)",
     "fabric/importers/ibnetdiscover.py | _record_port_facts: boolop: pl.own_lid is not None and pl.node.prefix != "
     "'S' -> pl.own_lid is not None or pl.node.prefix != 'S'": "a line of a Ca/Rt block always carries its own LID "
     "(the grammar requires it) and a switch block's lines never do: both sides agree",

@@ -416,6 +416,8 @@ def test_a_flat_tree_defaults_to_64_ports_at_one_to_one() -> None:
     # as 128 single-HCA hosts: 2 spines (the smallest divisor of 32 >= max(ceil(4 * 32 / 64), 2) = 2).
     plan, per_leaf = plan_flat_fat_tree(16, 8)
     assert (per_leaf, plan.down, plan.up, plan.leaves, plan.spines_per_pod) == (4, 32, 32, 4, (2,))
+    # 260 such servers fill 65 leaves: one more than a 64-port spine reaches, so three tiers.
+    assert plan_flat_fat_tree(260, 8)[0].tiers == 3
 
 
 def test_a_flat_tree_of_two_port_switches() -> None:
@@ -590,3 +592,10 @@ def test_too_few_ports_for_one_uplink_says_how_many_are_needed() -> None:
     # 2 ports at 2.5:1: floor(2 / 3.5) = 0 uplinks; one uplink needs ceil(1 + 2.5) = 4 ports.
     with pytest.raises(ValueError, match=re.escape("(needs at least 4 ports for one uplink)")):
         plan_fat_tree(4, 1, leaf_ports=2, oversubscription=2.5)
+
+
+def test_storage_servers_fill_their_units_in_order() -> None:
+    # 2 host ports per leaf: 3 storage servers are 2 units, stor01-02 on the first, stor03 on the second.
+    f = generate_fat_tree(2, gpus_per_node=0, hcas_per_node=1, leaf_ports=4, storage_nodes=3)
+    storage = [(n.hostname, n.rack) for n in f.nodes if n.role == "storage"]
+    assert storage == [("stor01", "rack-s01"), ("stor02", "rack-s01"), ("stor03", "rack-s02")]
