@@ -81,6 +81,9 @@ _SPOF = "fabric/topology/spof.py | "
 _SM = "fabric/telemetry/subnet_manager.py | "
 _ONE_MASTER = "guarded by len(masters) == 1: the first master is the last"
 _LIVE = "fabric/telemetry/liveness.py | "
+_SPEC = "fabric/importers/spec.py | "
+_ROOT_LINE = "the walker records the root's line under '' whenever there is a document (an empty one is refused first)"
+_READER_POS = "the reader's position is never negative, and the character at 0 that it refuses is no newline"
 _FT = "fabric/importers/fattree.py | "
 _SP_DIVIDES = "sp divides up, so it divides every pod's cables (its leaves x up): the remainder is always 0"
 _COMMON = "fabric/importers/_common.py | "
@@ -99,6 +102,17 @@ _SHORTCUT = (
     "the removed switch's own hosts: single-homed ones are in `sole`, the others are judged via their other switch"
 )
 EQUIVALENT: dict[str, str] = {
+    _SPEC + "_Doc.line: int: return self.lines.get('', 0) -> return self.lines.get('', 1)": _ROOT_LINE,
+    _SPEC + "_Doc.line: int: return self.lines.get('', 0) -> return self.lines.get('', -1)": _ROOT_LINE,
+    _SPEC + "_reader_error: int: max(exc.position, 0) -> max(exc.position, 1)": _READER_POS,
+    _SPEC + "_reader_error: int: max(exc.position, 0) -> max(exc.position, -1)": _READER_POS,
+    _SPEC + "_Builder.link: bool: zip(a_ports, b_ports, strict=True) -> zip(a_ports, b_ports, strict=False)": (
+        "ranges of different lengths were refused just above"
+    ),
+    _SPEC + "_Walker.walk: bool: return self.loader.construct_object(node, deep=True) -> "
+    "return self.loader.construct_object(node, deep=False)": "only scalar nodes are constructed there; deep matters "
+    "for collections",
+    _SPEC + "_Builder._gpus: int: exc.args[0] -> exc.args[-1]": "the catalogue's KeyError has one argument",
     _COMMON + "LinkTable._merge_rate: boolop: not link.speed and rate.speed -> not link.speed or rate.speed": "it "
     "differs only when both ends know the speed and agree on width and speed: the assignment changes nothing",
     _FT + "_divisor_at_least: int: n + 1 -> n + 0": "n is the answer of the last resort either way (the return "

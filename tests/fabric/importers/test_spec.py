@@ -435,3 +435,72 @@ def test_an_empty_list_entry_is_nothing() -> None:
 def test_a_character_yaml_refuses_is_reported_at_its_line() -> None:
     err = parse_error("switches: []\nversion: \ufffe\n")
     assert (err.line, err.message) == (2, "character U+FFFE is not allowed in YAML (binary data?)")
+
+
+def test_a_spec_with_neither_switches_nor_nodes_is_refused_as_a_whole() -> None:
+    err = parse_error("links: []\n")
+    assert (err.line, err.message) == (0, "spec defines no switches and no nodes")
+
+
+def test_a_character_yaml_refuses_after_a_leading_newline_is_on_line_two() -> None:
+    assert parse_error("\n\ufffe\n").line == 2
+
+
+def test_a_yaml_syntax_error_gives_pyyamls_problem_and_line() -> None:
+    err = parse_error("switches: [\n")
+    assert (err.line, err.message) == (2, "YAML syntax error: expected the node content, but found '<stream end>'")
+
+
+def test_a_key_that_is_not_a_name_at_the_top_level() -> None:
+    err = parse_error("? [a]\n: 1\n")
+    assert (err.line, err.message) == (1, "top level: keys must be plain names")
+
+
+def test_a_recursive_alias_is_reported_at_its_anchor() -> None:
+    err = parse_error("switches: &a [*a]\n")
+    assert (err.line, err.message) == (1, "switches[0]: recursive alias")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line", "message"),
+    [
+        ("rate: NDR\n", "version: 0\nrate: NDR\n", 1, "version: must be at least 1, got 0"),
+        ("gpus: 8", "gpus: -1", 12, "nodes[0].gpus: must be at least 0, got -1"),
+        ("to: leaf1:1", "to: leaf1:1\n        port: 0", 16, "nodes[0].hcas[0].port: must be at least 1, got 0"),
+    ],
+)
+def test_numbers_below_their_minimum_are_refused(old, new, line, message) -> None:
+    err = parse_error(BASE.replace(old, new))
+    assert (err.line, err.message) == (line, message)
+
+
+def test_a_node_may_name_its_gpu_model_and_have_no_gpus() -> None:
+    (node,) = parse_spec(BASE.replace("gpus: 8", "gpus: 0")).nodes
+    assert (node.gpu_model, node.gpus) == ("H100", [])
+
+
+def test_an_nvlink_domain_of_63_characters_is_a_name_and_of_64_is_not() -> None:
+    (node,) = parse_spec(BASE.replace("gpus: 8", "gpus: 8\n    nvlink_domain: " + "a" * 63)).nodes
+    assert node.nvlink_domain == "a" * 63
+    err = parse_error(BASE.replace("gpus: 8", "gpus: 8\n    nvlink_domain: " + "a" * 64))
+    assert err.message.startswith("nodes[0].nvlink_domain: 'aaaa") and err.message.endswith("at most 63")
+
+
+def _two_ports(first_guid: str, second_guid: str) -> str:
+    hcas = (
+        f"      - device: mlx5_0\n        to: leaf1:1\n        guid: '{first_guid}'\n"
+        f"      - device: mlx5_0\n        port: 2\n        to: leaf1:2\n        guid: '{second_guid}'\n"
+    )
+    old = "      - device: mlx5_0\n        to: leaf1:1\n"
+    assert old in BASE
+    return BASE.replace(old, hcas)
+
+
+def test_two_ports_of_one_hca_may_repeat_its_guid() -> None:
+    (ca,) = parse_spec(_two_ports("0xaa", "0xaa")).cas
+    assert (ca.guid, sorted(ca.port_guids)) == ("00000000000000aa", [1, 2])
+
+
+def test_two_ports_of_one_hca_may_not_give_it_two_guids() -> None:
+    err = parse_error(_two_ports("0xaa", "0xbb"))
+    assert err.message == "nodes[0].hcas[1].guid: gpu01 mlx5_0 was given GUID 00000000000000aa before"
