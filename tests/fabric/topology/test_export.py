@@ -294,6 +294,13 @@ def test_a_host_name_slurm_cannot_read_is_refused():
         _text(b.fabric, "slurm-tree")
 
 
+def test_a_switch_name_of_exactly_64_characters_is_written_for_slurm():
+    b = FabricBuilder()
+    sw = b.switch("x" * 64)
+    b.link(b.host("h1"), sw)
+    assert f"SwitchName={'x' * 64} Nodes=h1" in _text(b.fabric, "slurm-tree")
+
+
 def test_a_switch_name_over_64_characters_is_refused_for_slurm():
     b = FabricBuilder()
     sw = b.switch("x" * 65)
@@ -458,6 +465,8 @@ def test_slurm_yaml_without_blocks_is_the_tree_alone():
     doc = yaml.safe_load(render(_capture(SX6036), "slurm-yaml").text)
     assert [t["topology"] for t in doc] == ["fabric"]
     assert doc[0]["tree"]["switches"][6] == {"switch": "ib7-hosts", "nodes": "tank[1-2]"}
+    # No NVLink domain, so no note about hosts outside one: the header is the tree's alone.
+    assert "in no multi-node NVLink domain" not in render(_capture(SX6036), "slurm-yaml").text
 
 
 #
