@@ -101,7 +101,39 @@ _ONE_PIECE = "one piece left (no split): it is the main part or has no host port
 _SHORTCUT = (
     "the removed switch's own hosts: single-homed ones are in `sole`, the others are judged via their other switch"
 )
+_YAML_WIDTH = "the width only keeps hostlists on one line; no line of an export comes near a million characters"
+_BIS = "fabric/topology/bisection.py | bisection_bandwidth: "
+_BIG = "any value above every pod and level number sorts the pod-less (core) switches last as before"
+_ZERO_ARC = "MaxFlow.add_edge drops an arc of capacity 0: the extra calls add nothing"
+_PAIR = (
+    "the switch pairs are full-duplex (the same capacity both ways) and sw_adj holds no loopback: keying a pair "
+    "by (high, low) or admitting s == w builds the same network"
+)
 EQUIVALENT: dict[str, str] = {
+    _BIS + "int: big = 1 << 30 -> big = 2 << 30": _BIG,
+    _BIS + "int: big = 1 << 30 -> big = 1 << 31": _BIG,
+    _BIS + "int: big = 1 << 30 -> big = 1 << 29": _BIG,
+    _BIS
+    + "int: tiers.level[s] >= 0 -> tiers.level[s] >= -1": "a switch with a host port is a leaf, an operator's role "
+    "(which fixes its level), or a dropped leaf candidate cabled to two leaves: its level is never -1",
+    _BIS + "negate: s < w -> not s < w": _PAIR,
+    _BIS + "compare: s < w -> s <= w": _PAIR,
+    _BIS + "int: n_sw + 2 -> n_sw + 3": "one more vertex with no arc",
+    _BIS + "compare: src_cap[s] > 0 -> src_cap[s] >= 0": _ZERO_ARC,
+    _BIS + "int: src_cap[s] > 0 -> src_cap[s] > -1": _ZERO_ARC,
+    _BIS + "compare: sink_cap[s] > 0 -> sink_cap[s] >= 0": _ZERO_ARC,
+    _BIS + "int: sink_cap[s] > 0 -> sink_cap[s] > -1": _ZERO_ARC,
+    "fabric/topology/convert.py | fabric_from_parsed: compare: (b.node_guid, b.port) < (a.node_guid, a.port) -> "
+    "(b.node_guid, b.port) <= (a.node_guid, a.port)": "the two ends are equal only for a cable from a port to "
+    "itself, and swapping two equal ends changes nothing",
+    "fabric/topology/export_slurm.py | _block_note: return: return [] -> return None": "header() reads its extra "
+    "notes as `extra_notes or []`",
+    "fabric/topology/export_slurm.py | slurm_yaml: int: body = yaml.safe_dump(doc, sort_keys=False, "
+    "default_flow_style=False, width=1000000) -> body = yaml.safe_dump(doc, sort_keys=False, "
+    "default_flow_style=False, width=1000001)": _YAML_WIDTH,
+    "fabric/topology/export_slurm.py | slurm_yaml: int: body = yaml.safe_dump(doc, sort_keys=False, "
+    "default_flow_style=False, width=1000000) -> body = yaml.safe_dump(doc, sort_keys=False, "
+    "default_flow_style=False, width=999999)": _YAML_WIDTH,
     _SPEC + "_Doc.line: int: return self.lines.get('', 0) -> return self.lines.get('', 1)": _ROOT_LINE,
     _SPEC + "_Doc.line: int: return self.lines.get('', 0) -> return self.lines.get('', -1)": _ROOT_LINE,
     _SPEC + "_reader_error: int: max(exc.position, 0) -> max(exc.position, 1)": _READER_POS,

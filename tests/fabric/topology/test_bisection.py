@@ -110,3 +110,77 @@ def test_odd_port_count_puts_the_extra_port_in_half_b():
     r = bisect(two_tier(leaves=1, spines=1, hosts_per_leaf=3))
     assert (r.half_a_ports, r.half_b_ports) == (1, 2)
     assert r.gbps == pytest.approx(400.0)
+
+
+def test_one_gbps_ports_still_carry_and_give_a_ratio():
+    # One 1 Gb/s server on each of two leaves under a 100 Gb/s spine: half A (leaf1's port) pushes its 1 Gb/s
+    # across; the smaller half holds 1 Gb/s, so the ratio is 1 / 1 = 1.0.
+    b = FabricBuilder()
+    spine = b.switch("spine1")
+    for n in (1, 2):
+        leaf = b.switch(f"leaf{n}")
+        b.link(b.host(f"h{n}"), leaf, 1.0)
+        b.link(leaf, spine, 100.0)
+    r = bisect(b)
+    assert (r.gbps, r.ratio, r.half_a_gbps, r.half_b_gbps) == (1.0, 1.0, 1.0, 1.0)
+
+
+def _interleaved_pods() -> FabricBuilder:
+    # Pod 0 = leafa + leafc under spx, pod 1 = leafb + leafd under spy (pods are numbered by their first leaf
+    # by name); one 100 Gb/s server per leaf; the spines reach each other only through core1, at 50 Gb/s each.
+    b = FabricBuilder()
+    core = b.switch("core1")
+    for spine, leaves in (("spx", ("leafa", "leafc")), ("spy", ("leafb", "leafd"))):
+        sp = b.switch(spine)
+        b.link(sp, core, 50.0)
+        for name in leaves:
+            leaf = b.switch(name)
+            b.link(b.host(f"h-{name}"), leaf, 100.0)
+            b.link(leaf, sp, 100.0)
+    return b
+
+
+def test_the_halves_follow_the_pods_not_the_switch_names():
+    # Ports in tree order: pod 0 (leafa, leafc) then pod 1 (leafb, leafd): half A is pod 0, and all 200 Gb/s of
+    # it must cross the 50 Gb/s core links: 50 (spx -> core1 is the narrowest cut), ratio 50 / 200.
+    r = bisect(_interleaved_pods())
+    assert r.half_a_switches == ["leafa", "leafc"]
+    assert r.half_b_switches == ["leafb", "leafd"]
+    assert (r.gbps, r.ratio) == (50.0, 0.25)
+
+
+def test_leaves_come_before_a_spine_that_carries_hosts_whatever_their_names():
+    # aspine (cabled to both leaves) carries two storage ports; by name it would come first, by tier it comes
+    # after leaf1 and leaf2: half A = the two leaves' servers, half B = aspine's two ports; 2 x 100 cross.
+    b = FabricBuilder()
+    spine = b.switch("aspine")
+    for n in (1, 2):
+        leaf = b.switch(f"leaf{n}")
+        b.link(b.host(f"h{n}"), leaf, 100.0)
+        b.link(leaf, spine, 100.0)
+        b.link(b.host(f"s{n}", role="storage"), spine, 100.0)
+    r = bisect(b)
+    assert r.half_a_switches == ["leaf1", "leaf2"]
+    assert r.half_b_switches == ["aspine"]
+    assert r.gbps == 200.0
+
+
+def test_a_core_switch_s_own_host_comes_after_every_pod():
+    # core1 (an operator's core, so in no pod) carries one server; pod 0 = leafa (1 port) under spa, pod 1 =
+    # leafb (2 ports) under spb. Tree order: leafa's port, leafb's two, core1's last; 4 ports, half A = the first
+    # 2: leafa's and leafb's first (h-b1), half B = h-b2 on leafb and core1's. A -> B: leafa's 100 goes up spa,
+    # core1 (to its own host); h-b1's 100 stays in leafb (to h-b2): 200.
+    b = FabricBuilder()
+    core = b.switch("core1", role="core")
+    b.link(b.host("h-core"), core, 100.0)
+    for spine, leaf_name, hosts in (("spa", "leafa", ("h-a1",)), ("spb", "leafb", ("h-b1", "h-b2"))):
+        sp = b.switch(spine)
+        b.link(sp, core, 100.0)
+        leaf = b.switch(leaf_name)
+        b.link(leaf, sp, 100.0)
+        for h in hosts:
+            b.link(b.host(h), leaf, 100.0)
+    r = bisect(b)
+    assert r.half_a_switches == ["leafa", "leafb"]
+    assert r.half_b_switches == ["core1", "leafb"]
+    assert r.gbps == 200.0

@@ -15,7 +15,17 @@ import yaml
 from fabric.importers.fattree import generate_fat_tree
 from fabric.importers.ibnetdiscover import parse_ibnetdiscover
 from fabric.topology.convert import fabric_from_parsed
-from fabric.topology.export import ExportInput, ExportRefused, HostFacts, build_hierarchy, format_names, render
+from fabric.topology.export import (
+    ExportInput,
+    ExportRefused,
+    Group,
+    Hierarchy,
+    HostFacts,
+    build_hierarchy,
+    format_names,
+    render,
+)
+from fabric.topology.export_slurm import blocks_of
 from fabric.topology.types import Fabric, THost
 from tests.fabric.topology.factories import FIXTURES, SX6036, FabricBuilder, two_tier
 
@@ -596,3 +606,24 @@ def test_a_host_name_kubernetes_cannot_take_is_refused():
     b.link(b.host("gpu_01"), b.switch("sw1"))
     with pytest.raises(ExportRefused, match="host 'gpu_01' cannot be a Kubernetes node name"):
         _text(b.fabric, "kueue-labels")
+
+
+def test_block_sizes_stop_at_slurm_s_sixteen_levels():
+    # 65,536 blocks of 2 would aggregate over 17 levels (2^16 blocks: bit_length 17); Slurm's block plugin takes
+    # 16 (block_record.h), so the sizes run 2, 4, ..., 2 * 2^15 = 65,536 and stop there.
+    hosts = [f"n{i:06d}" for i in range(2 * 65_536)]
+    h = Hierarchy(
+        cluster="big",
+        groups=[Group(name="leaf1", switches=["leaf1"], hosts=hosts, level=0)],
+        upper=[],
+        domains=[],
+        host_group=dict.fromkeys(hosts, "leaf1"),
+        host_domains={x: [] for x in hosts},
+        nvlink={f"nvl-{i}": hosts[2 * i : 2 * i + 2] for i in range(65_536)},
+        hosts_nvlink_inside=0,
+        notes=[],
+        summary=[],
+    )
+    blocks, sizes = blocks_of(h)
+    assert len(blocks) == 65_536
+    assert sizes == [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536]
