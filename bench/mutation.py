@@ -110,6 +110,30 @@ _PAIR = (
     "by (high, low) or admitting s == w builds the same network"
 )
 EQUIVALENT: dict[str, str] = {
+    "fabric/topology/export_k8s.py | kueue: int: body = yaml.safe_dump(topology, sort_keys=False, "
+    "default_flow_style=False, width=1000000) -> body = yaml.safe_dump(topology, sort_keys=False, "
+    "default_flow_style=False, width=1000001)": _YAML_WIDTH,
+    "fabric/topology/export_k8s.py | kueue: int: body = yaml.safe_dump(topology, sort_keys=False, "
+    "default_flow_style=False, width=1000000) -> body = yaml.safe_dump(topology, sort_keys=False, "
+    "default_flow_style=False, width=999999)": _YAML_WIDTH,
+    "fabric/topology/export_k8s.py | volcano: int: body = yaml.safe_dump_all(objects, sort_keys=False, "
+    "default_flow_style=False, width=1000000) -> body = yaml.safe_dump_all(objects, sort_keys=False, "
+    "default_flow_style=False, width=1000001)": _YAML_WIDTH,
+    "fabric/topology/export_k8s.py | volcano: int: body = yaml.safe_dump_all(objects, sort_keys=False, "
+    "default_flow_style=False, width=1000000) -> body = yaml.safe_dump_all(objects, sort_keys=False, "
+    "default_flow_style=False, width=999999)": _YAML_WIDTH,
+    "fabric/topology/export_k8s.py | hypernodes: int: d.children[0] -> d.children[-1]": "a domain no switch of its "
+    "tier joins is a component of one item: it has exactly one child",
+    "fabric/topology/degraded.py | link_class: compare: _RANK[ra] > _RANK[rb] -> _RANK[ra] >= _RANK[rb]": "swapping "
+    "two ends of the same rank writes the same name",
+    "fabric/topology/degraded.py | usual_rates: bool: zip(graph.links, classes, strict=True) -> "
+    "zip(graph.links, classes, strict=False)": "the classes are made from the same links, one each",
+    "fabric/topology/degraded.py | usual_rates: int: c[link.capacity_gbps] += 1 -> c[link.capacity_gbps] += 2": (
+        "doubling every count keeps the same most common rate"
+    ),
+    "fabric/topology/degraded.py | degraded_links: float: usual_cap = usual.get(cls, 0.0) -> "
+    "usual_cap = usual.get(cls, -1.0)": "rates are never negative: -1 and 0 compare alike with them and "
+    "max(supported, -1) = max(supported, 0)",
     _BIS + "int: big = 1 << 30 -> big = 2 << 30": _BIG,
     _BIS + "int: big = 1 << 30 -> big = 1 << 31": _BIG,
     _BIS + "int: big = 1 << 30 -> big = 1 << 29": _BIG,
