@@ -109,7 +109,29 @@ _PAIR = (
     "the switch pairs are full-duplex (the same capacity both ways) and sw_adj holds no loopback: keying a pair "
     "by (high, low) or admitting s == w builds the same network"
 )
+_EXP = "fabric/topology/export.py | "
+_SAME_SET = (
+    "every switch a host reaches is joined to the same set: uniting with the first or the last of them, and finding "
+    "the root from either, is the same"
+)
+_SAME_TIER = "_check_clear_tiers refuses any cable between two switches of one tier before the hierarchy is built"
 EQUIVALENT: dict[str, str] = {
+    _EXP + "_range_name: int: ordered[0] -> ordered[-1]": "that branch holds one name: first and last are the same",
+    _EXP + "_groups: int: chosen[0] -> chosen[-1] #2": _SAME_SET,
+    _EXP + "_groups: int: chosen[0] -> chosen[-1]": _SAME_SET,
+    _EXP + "_upper_switches: compare: 0 <= level[w] < level[s] -> 0 <= level[w] <= level[s]": _SAME_TIER,
+    _EXP + "_domains: compare: level[w] < t -> level[w] <= t": _SAME_TIER,
+    _EXP
+    + "_upper_switches: int: 0 <= level[w] < level[s] -> -1 <= level[w] < level[s]": "a switch of level -1 (no leaf "
+    "reaches it) is never in `included`, which holds switches of level 1 and up: it adds no child either way",
+    _EXP + "_domains: int: top = max((u.level for u in upper), default=0) -> top = max((u.level for u in upper), "
+    "default=-1)": "with no upper switch range(1, top + 1) is empty for 0 and -1 alike",
+    _EXP
+    + "_domains.<locals>.item: boolop: level[s] == 0 and gi is not None -> level[s] == 0 or gi is not None": "item() "
+    "is called for leaves in a group and for listed upper switches; an upper switch with its own hosts was joined "
+    "to its group at its own tier, so its item and its group's are in one component",
+    _EXP + "_domains: int: children[0] -> children[-1]": "a domain no switch of its tier joins is a component of one "
+    "item: it has exactly one child",
     "fabric/topology/export_k8s.py | kueue: int: body = yaml.safe_dump(topology, sort_keys=False, "
     "default_flow_style=False, width=1000000) -> body = yaml.safe_dump(topology, sort_keys=False, "
     "default_flow_style=False, width=1000001)": _YAML_WIDTH,
