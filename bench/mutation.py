@@ -115,7 +115,36 @@ _SAME_SET = (
     "the root from either, is the same"
 )
 _SAME_TIER = "_check_clear_tiers refuses any cable between two switches of one tier before the hierarchy is built"
+_LAY = "fabric/topology/layout.py | "
+_NK = _LAY + "natural_key: int: (0, int(part), '') if part.isdigit() else (1, 0, part) -> "
+_OTHER_ROW = "neighbours are only recorded between different rows: row_of[t] - r is never 0"
+_NK_ORDER = (
+    "numbers still sort before words (first element lower) and words still compare by their text (the second "
+    "element is the same for every word)"
+)
+_NEVER_EMPTY = "the list always holds bottom_width: the default is never used"
 EQUIVALENT: dict[str, str] = {
+    _LAY + "_sweep: int: len(rows) < 2 -> len(rows) < 1": "with one row neither sweep has a row to visit",
+    _LAY + "_sweep: int: range(1, len(rows)) -> range(0, len(rows))": "the top row has no row above it: the down sweep "
+    "leaves it as it is",
+    _LAY
+    + "_sweep: int: len(rows) - 2 -> len(rows) - 1": "the bottom row has no row below it: the up sweep leaves it as "
+    "it is",
+    _LAY + "_sweep: int: for direction in (1, -1):\n    indices = range(1, len(rows)) if direction == 1 else "
+    "range(len(rows) - 2, -1, -1)\n    for ... -> for direction in (1, -2):\n    indices = range(1, len(rows)) if "
+    "direction == 1 else range(len(rows) - 2, -1, -1)\n    for ...": "only the sign of the direction is read",
+    _LAY + "_sweep: compare: (row_of[t] - r) * direction < 0 -> (row_of[t] - r) * direction <= 0": _OTHER_ROW,
+    _LAY + "_sweep: int: (row_of[t] - r) * direction < 0 -> (row_of[t] - r) * direction < 1": _OTHER_ROW,
+    _NK + "(-1, int(part), '') if part.isdigit() else (1, 0, part)": _NK_ORDER,
+    _NK + "(0, int(part), '') if part.isdigit() else (2, 0, part)": _NK_ORDER,
+    _NK + "(0, int(part), '') if part.isdigit() else (1, 1, part)": _NK_ORDER,
+    _NK + "(0, int(part), '') if part.isdigit() else (1, -1, part)": _NK_ORDER,
+    _LAY + "layout: float: width = max([bottom_width, *(len(row) * switch_gap for row in rows)], default=0.0) -> "
+    "width = max([bottom_width, *(len(row) * switch_gap for row in rows)], default=1.0)": _NEVER_EMPTY,
+    _LAY + "layout: float: width = max([bottom_width, *(len(row) * switch_gap for row in rows)], default=0.0) -> "
+    "width = max([bottom_width, *(len(row) * switch_gap for row in rows)], default=-1.0)": _NEVER_EMPTY,
+    "fabric/topology/graph.py | <module>: int: LOOPBACK = 3 -> LOOPBACK = 4": "the link kinds are labels compared "
+    "for equality; 4 is as distinct from the other three as 3",
     _EXP + "_range_name: int: ordered[0] -> ordered[-1]": "that branch holds one name: first and last are the same",
     _EXP + "_groups: int: chosen[0] -> chosen[-1] #2": _SAME_SET,
     _EXP + "_groups: int: chosen[0] -> chosen[-1]": _SAME_SET,

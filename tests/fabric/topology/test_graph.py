@@ -78,3 +78,43 @@ def test_switch_order_is_natural_by_name():
         b.switch(name)
     g = FabricGraph.build(b.fabric)
     assert [g.switch_names[i] for i in g.switch_order()] == ["ib1", "ib2", "ib10"]
+
+
+def _graph_of(a: str, b: str) -> FabricGraph:
+    fb = FabricBuilder()
+    fb.switch("sw1")
+    fb.host("h1")
+    fb.link(a, b)
+    return FabricGraph.build(fb.fabric)
+
+
+def test_a_link_from_a_host_to_an_unknown_end_names_that_end():
+    with pytest.raises(ValueError) as err:
+        _graph_of("h1", "ghost")
+    assert str(err.value) == "link 'l1' names 'ghost', which is neither a switch nor a host"
+
+
+def test_a_link_from_an_unknown_end_to_a_host_names_that_end():
+    with pytest.raises(ValueError, match="names 'ghost', which is neither"):
+        _graph_of("ghost", "h1")
+
+
+def test_a_link_from_a_switch_to_an_unknown_end_names_that_end():
+    with pytest.raises(ValueError, match="names 'ghost', which is neither"):
+        _graph_of("guid-sw1", "ghost")
+
+
+def test_a_link_between_two_unknown_ends_names_the_first():
+    with pytest.raises(ValueError, match="names 'ghost-a', which is neither"):
+        _graph_of("ghost-a", "ghost-b")
+
+
+def test_the_four_link_kinds():
+    fb = FabricBuilder()
+    s1, s2 = fb.switch("s1"), fb.switch("s2")
+    h1, h2 = fb.host("h1"), fb.host("h2")
+    for a, b in ((s1, s2), (h1, s1), (s2, h2), (h1, h2), (s1, s1)):
+        fb.link(a, b)
+    g = FabricGraph.build(fb.fabric)
+    assert g.link_kind == [SWITCH_SWITCH, HOST_SWITCH, HOST_SWITCH, HOST_HOST, LOOPBACK]
+    assert len({SWITCH_SWITCH, HOST_SWITCH, HOST_HOST, LOOPBACK}) == 4
