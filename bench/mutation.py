@@ -123,7 +123,27 @@ _NK_ORDER = (
     "element is the same for every word)"
 )
 _NEVER_EMPTY = "the list always holds bottom_width: the default is never used"
+_DIST = "fabric/topology/distance.py | "
+_SYMMETRIC = "the distance of a pair of groups is the same both ways; the cache key only has to be canonical"
+_BFS_POSITIVE = "the fallback search returns -1 or a count of at least 1 cable (the groups are disjoint): never 0"
 EQUIVALENT: dict[str, str] = {
+    _DIST + "HopIndex.distance: negate: ga > gb -> not ga > gb": _SYMMETRIC,
+    _DIST + "HopIndex.distance: compare: ga > gb -> ga >= gb": _SYMMETRIC,
+    _DIST
+    + "HopIndex._group_distance: boolop: not sa or not sb -> not sa and (not sb)": "a group without a live switch "
+    "has no ancestor and the shortest path from or to nothing is -1: UNREACHABLE all the same, only later",
+    _DIST
+    + "HopIndex._group_distance: int: range(1, len(up_a) + len(up_b) - 1) -> range(0, len(up_a) + len(up_b) - 1)": (
+        "t = 0 meets the two groups' own switches, known disjoint just above"
+    ),
+    _DIST + "HopIndex._group_distance: int: len(up_a) + len(up_b) - 1 -> len(up_a) + len(up_b) - 0": (
+        "for t = len(up_a) + len(up_b) - 1 the range of i is empty"
+    ),
+    _DIST + "HopIndex._group_distance: compare: t >= 0 -> t > 0": _BFS_POSITIVE,
+    _DIST + "HopIndex._group_distance: int: t >= 0 -> t >= 1": _BFS_POSITIVE,
+    _DIST + "HopIndex._bfs: int: return -1 -> return -2": "every negative answer reads as unreachable",
+    _DIST + "HopIndex._ancestors: int: lv < 0 -> lv < -1": "the walk starts at a host's switches, which always have a "
+    "level (leaf, operator role, or a spine cabled to leaves), and only goes up: it never meets level -1",
     _LAY + "_sweep: int: len(rows) < 2 -> len(rows) < 1": "with one row neither sweep has a row to visit",
     _LAY + "_sweep: int: range(1, len(rows)) -> range(0, len(rows))": "the top row has no row above it: the down sweep "
     "leaves it as it is",
