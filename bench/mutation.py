@@ -126,7 +126,15 @@ _NEVER_EMPTY = "the list always holds bottom_width: the default is never used"
 _DIST = "fabric/topology/distance.py | "
 _SYMMETRIC = "the distance of a pair of groups is the same both ways; the cache key only has to be canonical"
 _BFS_POSITIVE = "the fallback search returns -1 or a count of at least 1 cable (the groups are disjoint): never 0"
+_AFTER_OPEN = "the ']' is searched from the '[' onwards, which is not ']': it is found at 1 or later, or not (-1)"
+_ONE_RANGE = "that branch holds exactly one range: the first is the last"
 EQUIVALENT: dict[str, str] = {
+    "fabric/topology/hostlist.py | expand: compare: close_at < 0 -> close_at <= 0": _AFTER_OPEN,
+    "fabric/topology/hostlist.py | expand: int: close_at < 0 -> close_at < 1": _AFTER_OPEN,
+    "fabric/topology/hostlist.py | compress: compare: key < first[slot] -> key <= first[slot]": "equal keys are equal values: keeping the old "
+    "or the new one is the same",
+    "fabric/topology/hostlist.py | compress: int: ranges[0] -> ranges[-1]": _ONE_RANGE,
+    "fabric/topology/hostlist.py | compress: int: ranges[0] -> ranges[-1] #2": _ONE_RANGE,
     _DIST + "HopIndex.distance: negate: ga > gb -> not ga > gb": _SYMMETRIC,
     _DIST + "HopIndex.distance: compare: ga > gb -> ga >= gb": _SYMMETRIC,
     _DIST

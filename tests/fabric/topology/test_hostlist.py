@@ -73,10 +73,33 @@ def test_expand_reads_what_slurm_prints():
     assert expand("n[9-10],n[08-09]") == ["n9", "n10", "n08", "n09"]
 
 
-@pytest.mark.parametrize("bad", ["n[1-", "n[a-b]", "n[3-1]"])
-def test_expand_refuses_a_malformed_range(bad):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        ("n[1-", "unclosed '[' in 'n[1-'"),
+        ("n[a-b]", "bad range 'a-b' in 'n[a-b]'"),
+        ("n[1-x]", "bad range '1-x' in 'n[1-x]'"),
+        ("n[3-1]", "range '3-1' runs backwards in 'n[3-1]'"),
+        ("n[1-2]r[3]", "more than one range in 'n[1-2]r[3]'"),
+    ],
+)
+def test_expand_refuses_a_malformed_range(bad, message):
+    with pytest.raises(ValueError) as err:
         expand(bad)
+    assert str(err.value) == message
+
+
+def test_expand_keeps_what_follows_the_bracket():
+    assert expand("rack[1-2]a") == ["rack1a", "rack2a"]
+
+
+def test_a_name_slurm_can_hold_has_no_reason_against_it():
+    assert invalid_name("gpu-01.a") == ""
+
+
+def test_names_that_differ_only_in_case_are_both_kept_upper_case_first():
+    # "GPU1" and "gpu1" sort alike by natural key (case folded); the tie goes to the text: "G" < "g".
+    assert compress(["gpu1", "GPU1"]) == "GPU1,gpu1"
 
 
 def test_compress_then_expand_gives_back_the_names():
