@@ -131,8 +131,9 @@ _ONE_RANGE = "that branch holds exactly one range: the first is the last"
 EQUIVALENT: dict[str, str] = {
     "fabric/topology/hostlist.py | expand: compare: close_at < 0 -> close_at <= 0": _AFTER_OPEN,
     "fabric/topology/hostlist.py | expand: int: close_at < 0 -> close_at < 1": _AFTER_OPEN,
-    "fabric/topology/hostlist.py | compress: compare: key < first[slot] -> key <= first[slot]": "equal keys are equal values: keeping the old "
-    "or the new one is the same",
+    "fabric/topology/hostlist.py | compress: compare: key < first[slot] -> key <= first[slot]": (
+        "equal keys are equal values: keeping the old or the new one is the same"
+    ),
     "fabric/topology/hostlist.py | compress: int: ranges[0] -> ranges[-1]": _ONE_RANGE,
     "fabric/topology/hostlist.py | compress: int: ranges[0] -> ranges[-1] #2": _ONE_RANGE,
     _DIST + "HopIndex.distance: negate: ga > gb -> not ga > gb": _SYMMETRIC,
