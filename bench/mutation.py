@@ -128,7 +128,24 @@ _SYMMETRIC = "the distance of a pair of groups is the same both ways; the cache 
 _BFS_POSITIVE = "the fallback search returns -1 or a count of at least 1 cable (the groups are disjoint): never 0"
 _AFTER_OPEN = "the ']' is searched from the '[' onwards, which is not ']': it is found at 1 or later, or not (-1)"
 _ONE_RANGE = "that branch holds exactly one range: the first is the last"
+_REP = "fabric/topology/report.py | "
+_ALL_SCOPES = "find_spofs fills by_scope with every scope (dict.fromkeys(SCOPES, 0)): the default is never read"
+_SLICE = "rows[:max_rows] is the whole list when it is not longer, and rows[:None] is too"
 EQUIVALENT: dict[str, str] = {
+    _REP
+    + "render_text: int: host_link = s.by_scope.get('host-link', 0) -> host_link = s.by_scope.get('host-link', 1)": (
+        _ALL_SCOPES
+    ),
+    _REP
+    + "render_text: int: host_link = s.by_scope.get('host-link', 0) -> host_link = s.by_scope.get('host-link', -1)": (
+        _ALL_SCOPES
+    ),
+    _REP + "_table: boolop: max_rows is None or len(rows) <= max_rows -> max_rows is None and len(rows) <= max_rows": (
+        _SLICE
+    ),
+    _REP + "_table: compare: len(rows) <= max_rows -> len(rows) < max_rows": _SLICE,
+    _REP + "_table.<locals>.line: bool: zip(values, widths, numeric, strict=True) -> zip(values, widths, numeric, "
+    "strict=False)": "every row is built with one value per header",
     "fabric/topology/hostlist.py | expand: compare: close_at < 0 -> close_at <= 0": _AFTER_OPEN,
     "fabric/topology/hostlist.py | expand: int: close_at < 0 -> close_at < 1": _AFTER_OPEN,
     "fabric/topology/hostlist.py | compress: compare: key < first[slot] -> key <= first[slot]": (
