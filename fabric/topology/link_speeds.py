@@ -1,7 +1,7 @@
 """InfiniBand link-rate table: the one place that knows what "4xHDR" means.
 
 Data rates are what a link carries after encoding (what the scheduler and the
-reports price), signalling rates are what ibstat/sysfs print as "Rate".
+reports price); ibstat and sysfs print the signalling rate as "Rate" (FDR 56, QDR 40).
 """
 
 from __future__ import annotations
@@ -16,17 +16,6 @@ SPEED_DATA_4X_GBPS: dict[str, float] = {
     "QDR": 32.0,
     "FDR10": 40.0,
     "FDR": 54.5,
-    "EDR": 100.0,
-    "HDR": 200.0,
-    "NDR": 400.0,
-    "XDR": 800.0,
-}
-SPEED_SIGNAL_4X_GBPS: dict[str, float] = {
-    "SDR": 10.0,
-    "DDR": 20.0,
-    "QDR": 40.0,
-    "FDR10": 40.0,
-    "FDR": 56.0,
     "EDR": 100.0,
     "HDR": 200.0,
     "NDR": 400.0,
