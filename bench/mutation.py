@@ -131,7 +131,20 @@ _ONE_RANGE = "that branch holds exactly one range: the first is the last"
 _REP = "fabric/topology/report.py | "
 _ALL_SCOPES = "find_spofs fills by_scope with every scope (dict.fromkeys(SCOPES, 0)): the default is never read"
 _SLICE = "rows[:max_rows] is the whole list when it is not longer, and rows[:None] is too"
+_MF = "fabric/topology/maxflow.py | "
+_ZERO_ARCS = "capacities are never negative: the extra pairs of arcs have capacity 0 and carry nothing"
+_T_NOT_S = "level 0 is the source's alone, and s == t returned before"
 EQUIVALENT: dict[str, str] = {
+    _MF + "MaxFlow._levels: int: level[s] = 0 -> level[s] = 1": "every level shifts by one: only level[t] < 0 and "
+    "level[w] == level[v] + 1 are read, and both hold as before",
+    _MF + "MaxFlow.add_edge: compare: cap <= 0 -> cap < 0": _ZERO_ARCS,
+    _MF + "MaxFlow.add_edge: compare: reverse_cap <= 0 -> reverse_cap < 0": _ZERO_ARCS,
+    _MF + "MaxFlow.add_edge: int: cap <= 0 -> cap <= -1": _ZERO_ARCS,
+    _MF + "MaxFlow.add_edge: int: reverse_cap <= 0 -> reverse_cap <= -1": _ZERO_ARCS,
+    _MF + "MaxFlow.max_flow: compare: level[t] < 0 -> level[t] <= 0": _T_NOT_S,
+    _MF + "MaxFlow.max_flow: int: level[t] < 0 -> level[t] < 1": _T_NOT_S,
+    _MF + "MaxFlow.max_flow: int: pos[v] += 1 -> pos[v] += 0": "the arc retried leads to the vertex just marked dead "
+    "(level -1), so the scan passes it at once",
     _REP
     + "render_text: int: host_link = s.by_scope.get('host-link', 0) -> host_link = s.by_scope.get('host-link', 1)": (
         _ALL_SCOPES

@@ -184,3 +184,26 @@ def test_a_core_switch_s_own_host_comes_after_every_pod():
     assert r.half_a_switches == ["leafa", "leafb"]
     assert r.half_b_switches == ["core1", "leafb"]
     assert r.gbps == 200.0
+
+
+def test_maxflow_sends_flow_back_over_a_used_arc():
+    # Unit arcs; source 0, sink 5. Two disjoint paths exist (0-3-2-5 and 0-4-1-5) and the two arcs into 5 are a
+    # cut of 2, so the answer is 2. The first phase's blocking flow takes 0-3-1-5 (arcs in the order added) and
+    # stops at 1; the second phase needs the residual of 3->1 to send 0-4-1-3-2-5.
+    net = MaxFlow(6)
+    for u, v in [(0, 3), (0, 4), (1, 0), (1, 5), (2, 1), (2, 5), (3, 1), (3, 2), (4, 0), (4, 1)]:
+        net.add_edge(u, v, 1)
+    assert net.max_flow(0, 5) == 2
+
+
+def test_maxflow_from_a_vertex_to_itself_is_zero():
+    net = MaxFlow(2)
+    net.add_edge(0, 1, 5.0)
+    assert net.max_flow(0, 0) == 0.0
+
+
+def test_maxflow_an_arc_that_only_runs_backwards():
+    # cap 0 forwards, 0.5 backwards: 1 -> 0 carries 0.5, 0 -> 1 nothing.
+    net = MaxFlow(2)
+    net.add_edge(0, 1, 0.0, 0.5)
+    assert (net.max_flow(0, 1), net.max_flow(1, 0)) == (0.0, 0.5)
