@@ -135,6 +135,8 @@ _MF = "fabric/topology/maxflow.py | "
 _ZERO_ARCS = "capacities are never negative: the extra pairs of arcs have capacity 0 and carry nothing"
 _T_NOT_S = "level 0 is the source's alone, and s == t returned before"
 EQUIVALENT: dict[str, str] = {
+    _LAY + "layout: int: 0 in row_index -> -1 in row_index": "tier 0 is the lowest tier, so row_index[0], when "
+    "there is one, is the last row: len(rows) - 1 either way",
     _MF + "MaxFlow._levels: int: level[s] = 0 -> level[s] = 1": "every level shifts by one: only level[t] < 0 and "
     "level[w] == level[v] + 1 are read, and both hold as before",
     _MF + "MaxFlow.add_edge: compare: cap <= 0 -> cap < 0": _ZERO_ARCS,

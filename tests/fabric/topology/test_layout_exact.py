@@ -207,6 +207,9 @@ def test_the_records_cannot_be_changed_in_place():
 
 def test_numbers_in_names_sort_before_letters_and_by_value():
     assert sorted(["sw-a", "sw-10", "sw-2"], key=natural_key) == ["sw-2", "sw-10", "sw-a"]
+    # A number and a word at the same place: the number first ("2" and "10" are numbered racks, "a" and "b"
+    # named ones).
+    assert sorted(["b", "10", "a", "2"], key=natural_key) == ["2", "10", "a", "b"]
 
 
 def test_four_sweeps_by_default_where_the_order_swings_back_and_forth():
