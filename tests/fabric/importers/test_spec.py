@@ -504,3 +504,30 @@ def test_two_ports_of_one_hca_may_repeat_its_guid() -> None:
 def test_two_ports_of_one_hca_may_not_give_it_two_guids() -> None:
     err = parse_error(_two_ports("0xaa", "0xbb"))
     assert err.message == "nodes[0].hcas[1].guid: gpu01 mlx5_0 was given GUID 00000000000000aa before"
+
+
+def _loader_raising(monkeypatch: pytest.MonkeyPatch, exc: Exception) -> None:
+    # PyYAML's own errors that carry no place in the text (defensive paths no document here reaches).
+    def get_single_node(self):
+        raise exc
+
+    monkeypatch.setattr(yaml.SafeLoader, "get_single_node", get_single_node)
+
+
+def test_a_yaml_error_without_a_mark_is_about_the_whole_file(monkeypatch):
+    _loader_raising(monkeypatch, yaml.YAMLError("the loader gave up"))
+    err = parse_error("cluster: x\n")
+    assert (err.line, err.message) == (0, "YAML error: the loader gave up")
+
+
+def test_a_marked_yaml_error_that_lost_its_marks_is_about_the_whole_file(monkeypatch):
+    _loader_raising(monkeypatch, yaml.MarkedYAMLError(problem="no marks"))
+    err = parse_error("cluster: x\n")
+    assert (err.line, err.message) == (0, "YAML syntax error: no marks")
+
+
+def test_a_marked_yaml_error_with_only_its_context_mark_points_there(monkeypatch):
+    mark = yaml.Mark("spec", 0, 4, 0, None, None)  # line index 4: the fifth line
+    _loader_raising(monkeypatch, yaml.MarkedYAMLError(context="while reading", context_mark=mark))
+    err = parse_error("cluster: x\n")
+    assert (err.line, err.message) == (5, "YAML syntax error: while reading")
