@@ -134,7 +134,17 @@ _SLICE = "rows[:max_rows] is the whole list when it is not longer, and rows[:Non
 _MF = "fabric/topology/maxflow.py | "
 _ZERO_ARCS = "capacities are never negative: the extra pairs of arcs have capacity 0 and carry nothing"
 _T_NOT_S = "level 0 is the source's alone, and s == t returned before"
+_NEG_MARK = "the mark is only tested for being negative (unvisited), and -2 is"
+_DEAD_END = "an arc is followed only into level[v] + 1 >= 1: a dead end marked -2 or 0 is never entered again either"
 EQUIVALENT: dict[str, str] = {
+    "fabric/topology/tiers.py | _pods: int: comp = [-1] * n -> comp = [-2] * n": _NEG_MARK,
+    "fabric/topology/tiers.py | _pods: int: c >= 0 -> c >= -1": "renumber has no key -1: a switch in no component "
+    "gets -1 from .get either way",
+    _MF + "MaxFlow.max_flow: int: pos = [0] * self.n -> pos = [-1] * self.n": "the scan starts at the last arc, then "
+    "goes through all of them: other augmenting paths first, the same maximum",
+    _MF + "MaxFlow.max_flow: int: level[v] = -1 -> level[v] = -2": _DEAD_END,
+    _MF + "MaxFlow.max_flow: int: level[v] = -1 -> level[v] = -0": _DEAD_END,
+    _MF + "MaxFlow._levels: int: level = [-1] * self.n -> level = [-2] * self.n": _NEG_MARK,
     _LAY + "layout: int: 0 in row_index -> -1 in row_index": "tier 0 is the lowest tier, so row_index[0], when "
     "there is one, is the last row: len(rows) - 1 either way",
     _MF + "MaxFlow._levels: int: level[s] = 0 -> level[s] = 1": "every level shifts by one: only level[t] < 0 and "

@@ -46,9 +46,6 @@ class Tiers:
     pod: list[int]  # pod number of a leaf or spine, -1 for core / unknown
     n_pods: int
 
-    def leaves(self) -> list[int]:
-        return [i for i, r in enumerate(self.role) if r == LEAF]
-
     def is_uplink(self, from_switch: int, to_switch: int) -> bool:
         """True when a cable from `from_switch` to `to_switch` goes up the tree."""
         lf, lt = self.level[from_switch], self.level[to_switch]

@@ -4,7 +4,7 @@ import pytest
 
 from fabric.topology.bisection import BisectionReport, bisection_bandwidth
 from fabric.topology.graph import FabricGraph
-from fabric.topology.maxflow import MaxFlow
+from fabric.topology.maxflow import EPS, MaxFlow
 from fabric.topology.tiers import detect_tiers
 from tests.fabric.topology.factories import FabricBuilder, three_tier, two_tier
 
@@ -207,3 +207,26 @@ def test_maxflow_an_arc_that_only_runs_backwards():
     net = MaxFlow(2)
     net.add_edge(0, 1, 0.0, 0.5)
     assert (net.max_flow(0, 1), net.max_flow(1, 0)) == (0.0, 0.5)
+
+
+def test_maxflow_carries_on_from_the_arc_before_the_saturated_one():
+    # s=0 -> a=1 (10), a -> b=2 (3), b -> t=3 over three parallel arcs of 1: the cut is a -> b, 3. After each
+    # push along s-a-b-t the search resumes at b (the head of a -> b), not at a, so a -> b is used once a push.
+    net = MaxFlow(4)
+    net.add_edge(0, 1, 10)
+    net.add_edge(1, 2, 3)
+    for _ in range(3):
+        net.add_edge(2, 3, 1)
+    assert net.max_flow(0, 3) == 3
+
+
+def test_maxflow_a_residue_of_eps_counts_as_nothing():
+    # f is just above EPS and s -> a holds f + EPS exactly: after f goes along s-a-t, s -> a keeps EPS, which is
+    # treated as saturated, so the second a -> t arc gets nothing.
+    f, cap = 1.0000000000000005e-09, 2.0000000000000005e-09
+    assert cap - f == EPS
+    net = MaxFlow(3)
+    net.add_edge(0, 1, cap)
+    net.add_edge(1, 2, f)
+    net.add_edge(1, 2, f)
+    assert net.max_flow(0, 2) == f

@@ -1,3 +1,5 @@
+import itertools
+
 from fabric.topology.graph import FabricGraph
 from fabric.topology.tiers import CORE, LEAF, SPINE, UNKNOWN, detect_tiers
 from fabric.topology.types import TSwitch
@@ -101,3 +103,58 @@ def test_two_spines_with_storage_on_a_two_leaf_fabric():
         b.link(b.host(f"stor{s}", role="storage"), f"guid-spine{s}")
     r = roles(b)
     assert (r["spine1"], r["spine2"], r["leaf1"], r["leaf2"]) == (SPINE, SPINE, LEAF, LEAF)
+
+
+def _tiers(b: FabricBuilder):
+    g = FabricGraph.build(b.fabric)
+    return g, detect_tiers(g)
+
+
+def test_a_switch_no_leaf_reaches_has_level_minus_one_and_no_pod():
+    b = two_tier(leaves=1, spines=1)
+    b.switch("orphan")
+    g, t = _tiers(b)
+    i = g.switch_index["guid-orphan"]
+    assert (t.role[i], t.level[i], t.pod[i]) == (UNKNOWN, -1, -1)
+
+
+def test_nothing_is_up_from_a_switch_of_unknown_tier():
+    # x is cabled only to y, an operator's spine (level 1 by its role): no leaf reaches x, so x is unknown
+    # (-1); the cable from x to y is not an uplink although 1 > -1.
+    b = two_tier(leaves=1, spines=1)
+    x, y = b.switch("x"), b.switch("y", role=SPINE)
+    b.link(x, y)
+    g, t = _tiers(b)
+    xi, yi = g.switch_index[x], g.switch_index[y]
+    assert (t.level[xi], t.level[yi]) == (-1, 1)
+    assert t.is_uplink(xi, yi) is False
+
+
+def test_a_spine_left_with_two_leaf_neighbours_after_a_drop_is_dropped_too():
+    # spine1 and spine2 both carry a storage host, are cabled to each other and to leaf1 and leaf2: each spine
+    # sees 3 candidates, each leaf 2. Dropping spine2 (the tie goes to the later name) leaves spine1 with 2
+    # (leaf1, leaf2): still a conflict, so it goes too; the leaves keep 0 and stay leaves.
+    b = FabricBuilder()
+    spines = [b.switch("spine1"), b.switch("spine2")]
+    for n, sp in enumerate(spines, start=1):
+        b.link(b.host(f"stor{n}", role="storage"), sp)
+    b.link(spines[0], spines[1])
+    for n in (1, 2):
+        leaf = b.switch(f"leaf{n}")
+        b.link(b.host(f"h{n}"), leaf)
+        for sp in spines:
+            b.link(leaf, sp)
+    assert roles(b) == {"spine1": SPINE, "spine2": SPINE, "leaf1": LEAF, "leaf2": LEAF}
+
+
+def test_a_chain_of_four_switches_with_hosts_drops_one_inner_switch():
+    # a - b - c - d, each with a server: b and c see two candidates each; c goes (the later name), which leaves
+    # b with one neighbour candidate (a): no conflict any more, so b stays a leaf beside a and d.
+    b = FabricBuilder()
+    names = ["a", "b", "c", "d"]
+    keys = [b.switch(n) for n in names]
+    for n, k in zip(names, keys, strict=True):
+        b.link(b.host(f"h-{n}"), k)
+    for left, right in itertools.pairwise(keys):
+        b.link(left, right)
+    assert roles(b) == {"a": LEAF, "b": LEAF, "c": SPINE, "d": LEAF}
