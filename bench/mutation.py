@@ -137,6 +137,8 @@ _T_NOT_S = "level 0 is the source's alone, and s == t returned before"
 _NEG_MARK = "the mark is only tested for being negative (unvisited), and -2 is"
 _DEAD_END = "an arc is followed only into level[v] + 1 >= 1: a dead end marked -2 or 0 is never entered again either"
 EQUIVALENT: dict[str, str] = {
+    _EXP + "_attach_hosts: int: low < 0 -> low < -1": "a switch with a live host cable is a leaf, an operator's "
+    "tier or a dropped leaf candidate next to leaves: its level is never -1, so low is never below 0",
     "fabric/topology/tiers.py | _pods: int: comp = [-1] * n -> comp = [-2] * n": _NEG_MARK,
     "fabric/topology/tiers.py | _pods: int: c >= 0 -> c >= -1": "renumber has no key -1: a switch in no component "
     "gets -1 from .get either way",

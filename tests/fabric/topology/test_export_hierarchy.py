@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from fabric.topology import export_k8s, export_slurm
-from fabric.topology.export import FORMATS, Export, ExportRefused, HostFacts, UpperSwitch
+from fabric.topology.export import FORMATS, Export, ExportRefused, HostFacts, UpperSwitch, register
 from tests.fabric.topology.factories import FabricBuilder, three_tier, two_tier
 from tests.fabric.topology.test_export import _body, _text
 
@@ -69,6 +69,17 @@ def test_six_names_are_all_shown():
 
 def test_a_seventh_name_is_counted_not_shown():
     assert "#   7 storage servers (run no jobs): s1, s2, s3, s4, s5, s6 and 1 more\n" in _with_storage(7)
+
+
+def test_register_hands_the_writer_back():
+    def writer(h):
+        return Export("x", "", "text/plain", "x")
+
+    try:
+        assert register("test-only-format")(writer) is writer
+        assert FORMATS["test-only-format"] is writer
+    finally:
+        FORMATS.pop("test-only-format", None)
 
 
 def test_the_writers_stay_callable_under_their_own_names():
