@@ -177,3 +177,23 @@ def test_hosts_on_two_core_switches_share_no_pod():
         b.link(core, spine)
         b.link(b.host(f"h{n}"), core)
     assert HopIndex.build(b.fabric).distance("h1", "h2") == Distance(4, 3)
+
+
+@pytest.mark.parametrize("storage_first", [True, False])
+def test_a_host_on_a_real_spine_meets_the_leaf_below_it_one_hop_up(storage_first):
+    # spine1 carries tank1 but also sees leaf1 and leaf2, so it is a spine (level 1), under core1. gpu1 on
+    # leaf1 climbs one hop to spine1, where tank1 sits: 1 + 1 + 1 = 3 links. The longer up-path over core1
+    # (gpu1-leaf1-spine1-core1-spine1-tank1) must not win.
+    b = FabricBuilder()
+    core, spine = b.switch("core1"), b.switch("spine1")
+    leaf1, leaf2 = b.switch("leaf1"), b.switch("leaf2")
+    b.link(spine, core)
+    b.link(leaf1, spine)
+    b.link(leaf2, spine)
+    b.link(b.host("h2"), leaf2)
+    hosts = [("tank1", spine), ("gpu1", leaf1)] if storage_first else [("gpu1", leaf1), ("tank1", spine)]
+    for name, sw in hosts:
+        b.link(b.host(name), sw)
+    idx = HopIndex.build(b.fabric)
+    assert idx.distance("gpu1", "tank1") == Distance(3, LEVEL_POD)
+    assert idx.distance("tank1", "gpu1") == Distance(3, LEVEL_POD)
