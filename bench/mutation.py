@@ -885,7 +885,10 @@ def coverage_pass(retrace: bool) -> dict[str, dict]:
     OUT.mkdir(parents=True, exist_ok=True)
     cache_file = OUT / "trace.json"
     files, shared = _test_files()
-    cache = json.loads(cache_file.read_text()) if cache_file.exists() and not retrace else {}
+    try:
+        cache = json.loads(cache_file.read_text()) if cache_file.exists() and not retrace else {}
+    except json.JSONDecodeError:  # a run killed mid-write; trace again
+        cache = {}
     if cache.get("shared") != shared:
         cache = {"shared": shared, "files": {}}
     digests: dict[str, str] = {}
@@ -919,7 +922,10 @@ def coverage_pass(retrace: bool) -> dict[str, dict]:
         if failed:
             print(f"  {len(failed)} tests fail on the unmodified code and are left out: {failed[:5]}", flush=True)
         print(f"  {sum(len(t) for t in by_file.values())} tests in {elapsed:.0f} s", flush=True)
-        cache_file.write_text(json.dumps(cache))
+        # Write then rename: two runs side by side never read half a cache.
+        tmp = cache_file.with_name(f"trace.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(cache))
+        os.replace(tmp, cache_file)
     return {k: v for entry in cache["files"].values() for k, v in entry["tests"].items()}
 
 

@@ -158,3 +158,17 @@ def test_a_chain_of_four_switches_with_hosts_drops_one_inner_switch():
     for left, right in itertools.pairwise(keys):
         b.link(left, right)
     assert roles(b) == {"a": LEAF, "b": LEAF, "c": SPINE, "d": LEAF}
+
+
+def test_an_operator_spine_cabled_to_no_leaf_belongs_to_no_pod():
+    # spineX is a spine by the operator's word but hangs off the core only: leaves and spines
+    # form pods, and a group of them without a leaf is no pod (-1), not a pod of its own.
+    b = two_tier(leaves=2, spines=1)
+    b.switch("core1")
+    b.switch("spineX", role="spine")
+    b.link("guid-spine1", "guid-core1")
+    b.link("guid-spineX", "guid-core1")
+    g, t = _tiers(b)
+    i = g.switch_index["guid-spineX"]
+    assert (t.role[i], t.pod[i]) == (SPINE, -1)
+    assert t.n_pods == 1
