@@ -416,6 +416,30 @@ EQUIVALENT: dict[str, str] = {
     "fabric/topology/oversubscription.py | _severity: float: row.ratio or 0.0 -> row.ratio or -1.0": (
         "every ratio that is not falsy is > 0, above 0.0 and -1.0 alike"
     ),
+    "scheduler/core/topology.py | build_topology: int: names[0] -> names[-1]": "read only when names has one "
+    "element (len(names) == 1): the first is the last",
+    "scheduler/core/topology.py | Topology.group_level: negate: ga < gb -> not ga < gb": "the key becomes (high, "
+    "low) instead of (low, high): still one key per unordered pair, and the cached level is symmetric "
+    "(HopIndex.distance orders the two groups itself); _level_cache is private",
+    "scheduler/core/topology.py | Topology.group_level: compare: ga < gb -> ga <= gb": "ga == gb returned "
+    "LEVEL_LEAF_GROUP above: the two only differ when ga == gb",
+    "scheduler/core/topology.py | Topology.group_level: int: self.groups[ga].hosts[0] -> self.groups[ga].hosts[-1]": (
+        "all hosts of a group have the same set of live switches, HopIndex groups hosts by exactly that set and "
+        "its distance depends only on the two groups: any host of the group gives the same level"
+    ),
+    "scheduler/core/topology.py | Topology.group_level: int: self.groups[gb].hosts[0] -> self.groups[gb].hosts[-1]": (
+        "all hosts of a group have the same set of live switches, HopIndex groups hosts by exactly that set and "
+        "its distance depends only on the two groups: any host of the group gives the same level"
+    ),
+    "scheduler/core/topology.py | build_topology: compare: level[a] > level[b] -> level[a] >= level[b]": "the "
+    "extra swap happens only when both ends have the same level: la and lb stay the same numbers and "
+    "lb <= la skips the cable either way",
+    "scheduler/core/topology.py | build_topology: int: la < 0 -> la < -1": "tiers.level is -1 (unknown) or >= 0, "
+    "never below -1; a cable whose lower end is at -1 and is not skipped reaches neither the la == 0 nor the "
+    "la == 1 branch, so nothing is recorded either way",
+    "scheduler/core/topology.py | build_topology: int: p >= 0 -> p >= -1": "that branch is a level-0 switch: "
+    "detect_tiers gives level 0 only to leaves (detected or operator), a leaf is in the pod tier and its "
+    "component holds a leaf (itself), so tiers.pod of it is always >= 0",
 }
 
 
