@@ -440,6 +440,27 @@ EQUIVALENT: dict[str, str] = {
     "scheduler/core/topology.py | build_topology: int: p >= 0 -> p >= -1": "that branch is a level-0 switch: "
     "detect_tiers gives level 0 only to leaves (detected or operator), a leaf is in the pod tier and its "
     "component holds a leaf (itself), so tiers.pod of it is always >= 0",
+    "scheduler/core/backfill.py | plan_reservation: boolop: g.node.part is not None and id(g.node.part) in part_ids "
+    "-> g.node.part is not None or id(g.node.part) in part_ids #2": "`useful` is True for every entry of `ends` "
+    "either way: a running job is only taken from an eligible node of ctx.parts, so one of its GPUs sits on that "
+    "node, whose .part is that partition (ClusterState._build sets node.part to the partition it joins); a job "
+    "started this round is only appended when the same test at line 83 holds for one of its GPUs. `or` is true "
+    "wherever `and` is, so no entry changes",
+    "scheduler/core/backfill.py | plan_reservation: compare: probes >= limit -> probes > limit": "reached after a "
+    "failed try with probes == limit: instead of releasing ends[i + 1:] and trying once, the loop goes on, "
+    "releasing the same entries in the same order and skipping every try (line 102) until the last entry, which "
+    "is always tried (every entry is `useful`, see above; the exclusive skip there means fewer free GPUs than n "
+    "in all the job's partitions, where find() returns None anyway): the same find() on the same state, and the "
+    "start returned is `end` of the last entry, i.e. ends[-1][0]. If that fails, it tries once more on the same "
+    "state and returns None. Same result; only the `evaluations` diagnostic counts one more failed search",
+    **{
+        f"scheduler/core/backfill.py | hold_reservation: int: sh = Share(g.id, 'whole', 100, g.memory_mib) -> "
+        f"sh = Share(g.id, 'whole', {pct}, g.memory_mib)": "the held share is a 'whole' one: ClusterState.hold, "
+        "release, share_fits and the journal's rollback read only its kind (excl += / -= 1) and its host fields "
+        "(0), never compute_pct; res.holds is read only by release() and rehold(); the reservation's gpu_ids and "
+        "nodes are built apart"
+        for pct in (101, 99)
+    },
 }
 
 
