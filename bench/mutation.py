@@ -461,6 +461,16 @@ EQUIVALENT: dict[str, str] = {
         "nodes are built apart"
         for pct in (101, 99)
     },
+    "scheduler/core/reasons.py | num: compare: abs(x - round(x)) < 1e-09 -> abs(x - round(x)) <= 1e-09": "num only "
+    "writes amounts, never negative (GPU counts; QuotaBook.used only grows by charges and is clamped at 0.0 by "
+    "refund; quotas are PositiveIntegerFields, set_quota refuses negatives). For x >= 0 within 1e-9 of an integer k, "
+    "f'{x:.2f}' is 'k.00' and strips to str(k), the text of the other branch; only x = -1e-9 ('-0' vs '0') "
+    "tells them apart",
+    "scheduler/core/reasons.py | num: float: abs(x - round(x)) < 1e-09 -> abs(x - round(x)) < -0.999999999": "num only "
+    "writes amounts, never negative (GPU counts; QuotaBook.used only grows by charges and is clamped at 0.0 by "
+    "refund; quotas are PositiveIntegerFields, set_quota refuses negatives). For x >= 0 within 1e-9 of an integer k, "
+    "f'{x:.2f}' is 'k.00' and strips to str(k), so always taking that branch writes the same text; only negative "
+    "x near 0 (-0.0 -> '-0') tells them apart",
 }
 
 

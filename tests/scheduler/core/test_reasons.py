@@ -137,3 +137,118 @@ def test_number_wording():
 def test_job_lists_are_short():
     assert reasons.job_list([3, 1]) == "jobs 1, 3"
     assert reasons.job_list(list(range(10))) == "jobs 0, 1, 2, 3, 4, 5, 6, 7 and 2 more"
+
+
+# ---------------------------------------------------------------- the sentences themselves, called directly
+
+
+def test_duration_of_a_wait_already_past_reads_zero_seconds():
+    assert reasons.duration(0) == "0 s"
+    assert reasons.duration(-5) == "0 s"
+
+
+def test_duration_is_in_seconds_below_ninety_seconds():
+    assert reasons.duration(89) == "89 s"
+    # 90 s = 1.5 min, rounded half to even: 2 min
+    assert reasons.duration(90) == "2 min"
+
+
+def test_duration_is_in_minutes_below_ninety_minutes():
+    assert reasons.duration(89 * 60) == "89 min"
+    # 90 min = 1 h 30 min
+    assert reasons.duration(90 * 60) == "1 h 30 min"
+
+
+def test_duration_is_in_hours_below_two_days():
+    assert reasons.duration(47 * 3600) == "47 h"
+    assert reasons.duration(48 * 3600) == "2 days"
+
+
+def test_duration_of_a_month_counts_days():
+    assert reasons.duration(30 * 86400) == "30 days"
+
+
+def test_job_list_of_eight_names_them_all():
+    assert reasons.job_list(list(range(1, 9))) == "jobs 1, 2, 3, 4, 5, 6, 7, 8"
+
+
+def test_job_list_of_nine_names_eight_and_counts_the_rest():
+    assert reasons.job_list(list(range(1, 10))) == "jobs 1, 2, 3, 4, 5, 6, 7, 8 and 1 more"
+
+
+def test_no_gpus_asked():
+    assert reasons.no_gpus_asked() == "the job asks for no GPUs"
+
+
+def test_uneven_split_per_node():
+    assert reasons.bad_shape(10, None, 4) == "10 GPUs do not split evenly into 4 per node"
+
+
+def test_island_too_small():
+    assert reasons.island_too_small(6, "train", 4) == (
+        "needs 6 GPUs in one NVLink island; the largest island in pool 'train' has 4"
+    )
+
+
+def test_mig_job_without_a_profile():
+    assert reasons.mig_missing_profile() == "a MIG job needs a MIG profile"
+
+
+def test_node_block_with_no_free_gpu_anywhere():
+    assert reasons.node_block(4, 0, "n1") == "needs 4 GPUs on one node; no node has a free GPU"
+
+
+def test_node_block_with_a_single_free_gpu():
+    assert reasons.node_block(4, 1, "n1") == "needs 4 GPUs on one node; largest free block is 1 on n1"
+
+
+def test_island_block_with_no_free_gpu_anywhere():
+    assert reasons.island_block(4, 0, "n1") == "needs 4 GPUs in one NVLink island; no node has a free GPU"
+
+
+def test_island_block_with_a_single_free_gpu():
+    assert reasons.island_block(4, 1, "n1") == "needs 4 GPUs in one NVLink island; largest free block is 1 on n1"
+
+
+def test_leaf_block_with_no_free_gpu_anywhere():
+    assert reasons.leaf_block(16, 0, "leaf L1") == "needs 16 GPUs in one leaf; no leaf has a free GPU"
+
+
+def test_leaf_block_with_a_single_free_gpu():
+    assert reasons.leaf_block(16, 1, "leaf L1") == "needs 16 GPUs in one leaf; largest free block is 1 in leaf L1"
+
+
+def test_pod_block_with_no_free_gpu_anywhere():
+    assert reasons.pod_block(64, 0, "pod P1") == "needs 64 GPUs in one pod; no pod has a free GPU"
+
+
+def test_pod_block_with_a_single_free_gpu():
+    assert reasons.pod_block(64, 1, "pod P1") == "needs 64 GPUs in one pod; largest free block is 1 in pod P1"
+
+
+def test_shape_block_with_one_node_of_room_is_singular():
+    assert reasons.shape_block(4, 8, 1, "train") == (
+        "needs 4 nodes with 8 GPUs free each; 1 node has that many free in pool 'train'"
+    )
+
+
+def test_unreachable_nodes():
+    assert reasons.unreachable_nodes(16, "train") == (
+        "needs 16 GPUs on several nodes; too few nodes in pool 'train' are on the fabric"
+    )
+
+
+def test_host_block_with_one_node_of_gpu_room_is_singular():
+    assert reasons.host_block(2000, 0, "train", 1) == (
+        "needs 2 CPUs on each node; the 1 node of pool 'train' with room for its GPUs has too little of it left"
+    )
+
+
+def test_shared_node_full():
+    assert reasons.shared_node_full(2, "MPS", "infer") == (
+        "needs 2 GPUs with room for a MPS share on one node; none in pool 'infer'"
+    )
+
+
+def test_gpu_gone():
+    assert reasons.gpu_gone(17) == "GPU 17 is no longer in the inventory"
