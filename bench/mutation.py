@@ -471,6 +471,19 @@ EQUIVALENT: dict[str, str] = {
     "refund; quotas are PositiveIntegerFields, set_quota refuses negatives). For x >= 0 within 1e-9 of an integer k, "
     "f'{x:.2f}' is 'k.00' and strips to str(k), so always taking that branch writes the same text; only negative "
     "x near 0 (-0.0 -> '-0') tells them apart",
+    "scheduler/core/costmodel.py | ring_latency_s: compare: n <= 1 -> n < 1": "differs only for n == 1, where the "
+    "formula gives 2.0 * (1 - 1) * latency = 0.0, the early answer: the index min(level, len - 1) is in range for "
+    "every level (the LEVEL_* numbers are 0..4, min() caps any higher one) and CostParams.latency_s holds finite "
+    "seconds, so 0 x latency is 0.0",
+    "scheduler/core/costmodel.py | ring_latency_s: int: n <= 1 -> n <= 0": "differs only for n == 1, where the "
+    "formula gives 2.0 * (1 - 1) * latency = 0.0, the early answer: the index min(level, len - 1) is in range for "
+    "every level (the LEVEL_* numbers are 0..4, min() caps any higher one) and CostParams.latency_s holds finite "
+    "seconds, so 0 x latency is 0.0",
+    "scheduler/core/costmodel.py | hca_reach: int: gpus_on_node <= 0 -> gpus_on_node <= 1": "differs only for a "
+    "one-GPU node (G == 1); a ring has k >= 1 ranks on every node it touches, so k / G >= 1 and min(1.0, ...) "
+    "gives 1.0, the early answer",
+    "scheduler/core/costmodel.py | network_gbs: compare: u < b -> u <= b": "the extra assignment happens only when "
+    "u == b: b keeps the same value",
 }
 
 

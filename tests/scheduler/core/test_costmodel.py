@@ -1,5 +1,7 @@
 """Each term of the cost model (scheduler/core/costmodel.py), with DESIGN.md's published figures."""
 
+import math
+
 import pytest
 
 from scheduler.core.costmodel import (
@@ -166,3 +168,84 @@ def test_fragmentation_weights():
 def test_fragmentation_never_outweighs_a_ten_percent_slowdown():
     worst_single_node = fragmentation(1, 1, 1, 1.0, 0, P)
     assert worst_single_node < 0.1
+
+
+def test_gb_is_the_decimal_gigabyte():
+    # 10^9 bytes at 1 GB/s take exactly one second: GB/s here are 10^9 bytes per second, not GiB.
+    assert io_s(1e9, 1.0) == 1.0
+
+
+def test_a_single_rank_needs_no_bandwidth_to_all_reduce():
+    # One rank has nobody to exchange with: free even where there is no bandwidth at all.
+    assert ring_allreduce_s(1, GIB, 0.0) == 0.0
+
+
+def test_nothing_to_all_reduce_needs_no_bandwidth():
+    assert ring_allreduce_s(8, 0.0, 0.0) == 0.0
+
+
+def test_even_one_byte_all_reduced_takes_time():
+    # 2 ranks, 1 byte at 1e-9 GB/s (one byte per second): 2 x 1/2 x 1 B / (1 B/s) = 1 s.
+    assert ring_allreduce_s(2, 1.0, 1e-9) == pytest.approx(1.0)
+
+
+def test_two_ranks_pay_two_ring_steps_of_latency():
+    # 2(n - 1) = 2 steps of the island's 2 us.
+    assert ring_latency_s(2, LEVEL_ISLAND, P) == pytest.approx(2 * 2e-6)
+
+
+def test_a_level_beyond_the_latency_table_pays_the_highest_latency():
+    # Levels above the last one listed (the fabric's 7 us) cost the fabric's latency per step.
+    assert ring_latency_s(2, LEVEL_FABRIC + 3, P) == pytest.approx(2 * 7e-6)
+
+
+def test_a_leaf_without_host_capacity_is_not_oversubscribed():
+    # Nothing faces the hosts, so nothing competes for the uplinks, whatever they have left.
+    assert oversubscription(0.0, 100.0) == 1.0
+    assert oversubscription(0.0, 0.0) == 1.0
+
+
+def test_oversubscription_is_a_ratio_at_any_scale():
+    # 1 Gb/s of hosts over 0.5 Gb/s of live uplinks is 2:1, as 800 over 400 is.
+    assert oversubscription(1.0, 0.5) == 2.0
+    assert oversubscription(0.5, 0.25) == 2.0
+
+
+def test_a_node_reporting_no_gpus_reaches_all_of_its_hcas():
+    assert hca_reach(1, 0, 8) == 1.0
+
+
+def test_a_node_without_a_live_hca_counts_as_one_hca():
+    # A host with no live HCA link (0 rails) is priced as a single-HCA node: all of it, not a crash.
+    assert hca_reach(1, 8, 0) == 1.0
+
+
+def test_hca_reach_is_at_most_the_whole_node():
+    # Reach is a share of the node's HCAs: more GPUs than the node lists still reach all of them, no more.
+    assert hca_reach(16, 8, 8) == 1.0
+
+
+def test_a_little_nvlink_is_still_nvlink():
+    # An island with 1 GB/s of NVLink gets 1 x 0.53, not the PCIe rate.
+    assert intra_node_gbs(2, True, 1.0, P) == pytest.approx(0.53)
+
+
+def test_a_gpu_of_zero_strength_is_very_slow_but_finite():
+    # An unknown model of strength 0 must not divide by zero: it is priced as extremely slow instead.
+    t = compute_s(0.1, 0.0, 0.0, 1.0, P)
+    assert math.isfinite(t)
+    assert t > 1000 * compute_s(0.1, 1.0, 0.0, 1.0, P)
+
+
+def test_reading_without_bandwidth_never_finishes():
+    assert io_s(GIB, 0.0) == float("inf")
+
+
+def test_even_one_byte_read_takes_time():
+    # 1 byte at 1e-9 GB/s (one byte per second): 1 s.
+    assert io_s(1.0, 1e-9) == pytest.approx(1.0)
+
+
+def test_fewer_nodes_than_the_minimum_earn_no_bonus():
+    # extra_nodes below 0 (nodes beyond the fewest) is clamped: the spread term never lowers the score.
+    assert fragmentation(0, 0, 0, 0.0, -1, P) == 0.0
