@@ -423,14 +423,13 @@ EQUIVALENT: dict[str, str] = {
     "(HopIndex.distance orders the two groups itself); _level_cache is private",
     "scheduler/core/topology.py | Topology.group_level: compare: ga < gb -> ga <= gb": "ga == gb returned "
     "LEVEL_LEAF_GROUP above: the two only differ when ga == gb",
-    "scheduler/core/topology.py | Topology.group_level: int: self.groups[ga].hosts[0] -> self.groups[ga].hosts[-1]": (
-        "all hosts of a group have the same set of live switches, HopIndex groups hosts by exactly that set and "
-        "its distance depends only on the two groups: any host of the group gives the same level"
-    ),
-    "scheduler/core/topology.py | Topology.group_level: int: self.groups[gb].hosts[0] -> self.groups[gb].hosts[-1]": (
-        "all hosts of a group have the same set of live switches, HopIndex groups hosts by exactly that set and "
-        "its distance depends only on the two groups: any host of the group gives the same level"
-    ),
+    **{
+        f"scheduler/core/topology.py | Topology.group_level: int: self.groups[{g}].hosts[0] -> "
+        f"self.groups[{g}].hosts[-1]": "all hosts of a group have the same set of live switches, HopIndex groups "
+        "hosts by exactly that set and its distance depends only on the two groups: any host of the group gives "
+        "the same level"
+        for g in ("ga", "gb")
+    },
     "scheduler/core/topology.py | build_topology: compare: level[a] > level[b] -> level[a] >= level[b]": "the "
     "extra swap happens only when both ends have the same level: la and lb stay the same numbers and "
     "lb <= la skips the cable either way",
@@ -461,24 +460,24 @@ EQUIVALENT: dict[str, str] = {
         "nodes are built apart"
         for pct in (101, 99)
     },
-    "scheduler/core/reasons.py | num: compare: abs(x - round(x)) < 1e-09 -> abs(x - round(x)) <= 1e-09": "num only "
-    "writes amounts, never negative (GPU counts; QuotaBook.used only grows by charges and is clamped at 0.0 by "
-    "refund; quotas are PositiveIntegerFields, set_quota refuses negatives). For x >= 0 within 1e-9 of an integer k, "
-    "f'{x:.2f}' is 'k.00' and strips to str(k), the text of the other branch; only x = -1e-9 ('-0' vs '0') "
-    "tells them apart",
-    "scheduler/core/reasons.py | num: float: abs(x - round(x)) < 1e-09 -> abs(x - round(x)) < -0.999999999": "num only "
-    "writes amounts, never negative (GPU counts; QuotaBook.used only grows by charges and is clamped at 0.0 by "
-    "refund; quotas are PositiveIntegerFields, set_quota refuses negatives). For x >= 0 within 1e-9 of an integer k, "
-    "f'{x:.2f}' is 'k.00' and strips to str(k), so always taking that branch writes the same text; only negative "
-    "x near 0 (-0.0 -> '-0') tells them apart",
-    "scheduler/core/costmodel.py | ring_latency_s: compare: n <= 1 -> n < 1": "differs only for n == 1, where the "
-    "formula gives 2.0 * (1 - 1) * latency = 0.0, the early answer: the index min(level, len - 1) is in range for "
-    "every level (the LEVEL_* numbers are 0..4, min() caps any higher one) and CostParams.latency_s holds finite "
-    "seconds, so 0 x latency is 0.0",
-    "scheduler/core/costmodel.py | ring_latency_s: int: n <= 1 -> n <= 0": "differs only for n == 1, where the "
-    "formula gives 2.0 * (1 - 1) * latency = 0.0, the early answer: the index min(level, len - 1) is in range for "
-    "every level (the LEVEL_* numbers are 0..4, min() caps any higher one) and CostParams.latency_s holds finite "
-    "seconds, so 0 x latency is 0.0",
+    **{
+        f"scheduler/core/reasons.py | num: {m}": "num only writes amounts, never negative (GPU counts; "
+        "QuotaBook.used only grows by charges and is clamped at 0.0 by refund; quotas are PositiveIntegerFields, "
+        "set_quota refuses negatives). For x >= 0 within 1e-9 of an integer k, f'{x:.2f}' is 'k.00' and strips "
+        "to str(k), the text of the integer branch, so either branch writes the same; only negative x near 0 "
+        "(-0.0 -> '-0') tells them apart"
+        for m in (
+            "compare: abs(x - round(x)) < 1e-09 -> abs(x - round(x)) <= 1e-09",
+            "float: abs(x - round(x)) < 1e-09 -> abs(x - round(x)) < -0.999999999",
+        )
+    },
+    **{
+        f"scheduler/core/costmodel.py | ring_latency_s: {m}": "differs only for n == 1, where the formula gives "
+        "2.0 * (1 - 1) * latency = 0.0, the early answer: the index min(level, len - 1) is in range for every "
+        "level (the LEVEL_* numbers are 0..4, min() caps any higher one) and CostParams.latency_s holds finite "
+        "seconds, so 0 x latency is 0.0"
+        for m in ("compare: n <= 1 -> n < 1", "int: n <= 1 -> n <= 0")
+    },
     "scheduler/core/costmodel.py | hca_reach: int: gpus_on_node <= 0 -> gpus_on_node <= 1": "differs only for a "
     "one-GPU node (G == 1); a ring has k >= 1 ranks on every node it touches, so k / G >= 1 and min(1.0, ...) "
     "gives 1.0, the early answer",
