@@ -125,15 +125,21 @@ def test_a_job_past_its_estimate_is_expected_to_end_soon():
     assert r2.start_at == b2.now + 60.0
 
 
-def test_reservation_starts_when_the_earliest_ending_job_frees_enough():
-    # Job 30 (4 GPUs) ends in 1000 s, job 10 (the other 4) in 3000 s: a 4-GPU job can start after 30, the
-    # earlier end, whatever the job ids.
+def one_node_running(*jobs: tuple[int, list[int], float]) -> SnapBuilder:
+    """n1 (8 GPUs) alone in pool 1 'train', with running jobs (id, GPUs on n1, seconds until their end)."""
     b = SnapBuilder()
     b.spine("S1")
     b.leaf("L1", ["n1"], {"S1": 1})
     b.pool(1, "train")
-    b.run(30, {"n1": [0, 1, 2, 3]}, started_at=b.now, est_runtime_s=1000.0)
-    b.run(10, {"n1": [4, 5, 6, 7]}, started_at=b.now, est_runtime_s=3000.0)
+    for jid, gpus, ends_in in jobs:
+        b.run(jid, {"n1": gpus}, started_at=b.now, est_runtime_s=ends_in)
+    return b
+
+
+def test_reservation_starts_when_the_earliest_ending_job_frees_enough():
+    # Job 30 (4 GPUs) ends in 1000 s, job 10 (the other 4) in 3000 s: a 4-GPU job can start after 30, the
+    # earlier end, whatever the job ids.
+    b = one_node_running((30, [0, 1, 2, 3], 1000.0), (10, [4, 5, 6, 7], 3000.0))
     b.job(81, gpus=4)
     (r,) = schedule(b.snapshot()).reservations
     assert r.start_at == b.now + 1000.0
@@ -197,13 +203,7 @@ def test_a_job_started_in_another_pool_does_not_set_the_last_end():
 def test_with_no_probes_the_reservation_is_planned_with_every_job_gone():
     # backfill_probes=0: no try at each release, only the one with everything released, so the start is
     # the end of the last job (3000 s) although the 4-GPU job would fit after the first (1000 s).
-    b = SnapBuilder()
-    b.spine("S1")
-    b.leaf("L1", ["n1"], {"S1": 1})
-    b.pool(1, "train")
-    b.run(10, {"n1": [0, 1, 2, 3]}, started_at=b.now, est_runtime_s=1000.0)
-    b.run(11, {"n1": [4, 5]}, started_at=b.now, est_runtime_s=2000.0)
-    b.run(12, {"n1": [6, 7]}, started_at=b.now, est_runtime_s=3000.0)
+    b = one_node_running((10, [0, 1, 2, 3], 1000.0), (11, [4, 5], 2000.0), (12, [6, 7], 3000.0))
     b.job(81, gpus=4)
     (r,) = schedule(b.snapshot(config(backfill_probes=0))).reservations
     assert r.start_at == b.now + 3000.0
@@ -213,13 +213,7 @@ def test_a_release_that_leaves_too_few_gpus_free_costs_no_probe():
     # n1: job 10 (2 GPUs) ends in 1000 s, job 11 (4) in 2000 s, job 12 (2) in 3000 s; a 6-GPU job. After job
     # 10 only 2 GPUs are free, so placement is not even tried: the one try allowed comes after job 11
     # (6 free) and fits.
-    b = SnapBuilder()
-    b.spine("S1")
-    b.leaf("L1", ["n1"], {"S1": 1})
-    b.pool(1, "train")
-    b.run(10, {"n1": [0, 1]}, started_at=b.now, est_runtime_s=1000.0)
-    b.run(11, {"n1": [2, 3, 4, 5]}, started_at=b.now, est_runtime_s=2000.0)
-    b.run(12, {"n1": [6, 7]}, started_at=b.now, est_runtime_s=3000.0)
+    b = one_node_running((10, [0, 1], 1000.0), (11, [2, 3, 4, 5], 2000.0), (12, [6, 7], 3000.0))
     b.job(81, gpus=6)
     (r,) = schedule(b.snapshot(config(backfill_probes=1))).reservations
     assert r.start_at == b.now + 2000.0
@@ -264,8 +258,8 @@ def test_reserved_gpu_left_after_a_short_job_stays_held():
 
 
 def test_shared_gpu_reservation_names_its_node_once():
-    # MPS pool, one node with 2 GPUs, each 80 % used by job 9 (ends in 3000 s). Job 1 wants 30 % on each
-    # of 2 GPUs: reserved on both GPUs of n1, listed as one node.
+    # MPS pool, one node with 2 GPUs, each 80 % used by job 9 (started 600 s ago for an hour: ends in 3000 s).
+    # Job 1 wants 30 % on each of 2 GPUs: reserved on both GPUs of n1, listed as one node.
     b = SnapBuilder()
     b.spine("S1")
     b.leaf("L1", ["n1"], {"S1": 1}, gpus=2)

@@ -1,5 +1,7 @@
 """Every pending job gets a reason a person understands; the texts are exact."""
 
+import pytest
+
 from scheduler.core import reasons, schedule
 from tests.scheduler.core.builders import SnapBuilder, two_leaves
 
@@ -194,36 +196,32 @@ def test_mig_job_without_a_profile():
     assert reasons.mig_missing_profile() == "a MIG job needs a MIG profile"
 
 
-def test_node_block_with_no_free_gpu_anywhere():
-    assert reasons.node_block(4, 0, "n1") == "needs 4 GPUs on one node; no node has a free GPU"
+@pytest.mark.parametrize(
+    ("sentence", "need", "where", "text"),
+    [
+        (reasons.node_block, 4, "n1", "needs 4 GPUs on one node; no node has a free GPU"),
+        (reasons.island_block, 4, "n1", "needs 4 GPUs in one NVLink island; no node has a free GPU"),
+        (reasons.leaf_block, 16, "leaf L1", "needs 16 GPUs in one leaf; no leaf has a free GPU"),
+        (reasons.pod_block, 64, "pod P1", "needs 64 GPUs in one pod; no pod has a free GPU"),
+    ],
+    ids=["node", "island", "leaf", "pod"],
+)
+def test_a_block_with_no_free_gpu_anywhere_says_so(sentence, need, where, text):
+    assert sentence(need, 0, where) == text
 
 
-def test_node_block_with_a_single_free_gpu():
-    assert reasons.node_block(4, 1, "n1") == "needs 4 GPUs on one node; largest free block is 1 on n1"
-
-
-def test_island_block_with_no_free_gpu_anywhere():
-    assert reasons.island_block(4, 0, "n1") == "needs 4 GPUs in one NVLink island; no node has a free GPU"
-
-
-def test_island_block_with_a_single_free_gpu():
-    assert reasons.island_block(4, 1, "n1") == "needs 4 GPUs in one NVLink island; largest free block is 1 on n1"
-
-
-def test_leaf_block_with_no_free_gpu_anywhere():
-    assert reasons.leaf_block(16, 0, "leaf L1") == "needs 16 GPUs in one leaf; no leaf has a free GPU"
-
-
-def test_leaf_block_with_a_single_free_gpu():
-    assert reasons.leaf_block(16, 1, "leaf L1") == "needs 16 GPUs in one leaf; largest free block is 1 in leaf L1"
-
-
-def test_pod_block_with_no_free_gpu_anywhere():
-    assert reasons.pod_block(64, 0, "pod P1") == "needs 64 GPUs in one pod; no pod has a free GPU"
-
-
-def test_pod_block_with_a_single_free_gpu():
-    assert reasons.pod_block(64, 1, "pod P1") == "needs 64 GPUs in one pod; largest free block is 1 in pod P1"
+@pytest.mark.parametrize(
+    ("sentence", "need", "where", "text"),
+    [
+        (reasons.node_block, 4, "n1", "needs 4 GPUs on one node; largest free block is 1 on n1"),
+        (reasons.island_block, 4, "n1", "needs 4 GPUs in one NVLink island; largest free block is 1 on n1"),
+        (reasons.leaf_block, 16, "leaf L1", "needs 16 GPUs in one leaf; largest free block is 1 in leaf L1"),
+        (reasons.pod_block, 64, "pod P1", "needs 64 GPUs in one pod; largest free block is 1 in pod P1"),
+    ],
+    ids=["node", "island", "leaf", "pod"],
+)
+def test_a_block_with_a_single_free_gpu_names_where_it_is(sentence, need, where, text):
+    assert sentence(need, 1, where) == text
 
 
 def test_shape_block_with_one_node_of_room_is_singular():
