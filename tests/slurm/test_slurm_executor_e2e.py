@@ -16,8 +16,10 @@ Skipped, saying so, where the Slurm binaries are missing."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -27,6 +29,7 @@ from django.test import override_settings
 from clusterctl.celery import app
 from scheduler import actions, tasks
 from scheduler.choices import JobStatus
+from scheduler.enqueue import DEBOUNCE_S
 from scheduler.launch.slurm import parse_comment
 from scheduler.models import Job, Launch, PriorityClass
 from scheduler.rounds import run_round
@@ -90,6 +93,22 @@ class Workers:
     def said(self) -> str:
         return "\n".join(f"--- {p.name}:\n{p.read_text()[-3000:]}" for p in sorted(self.root.glob("worker-*.log")))
 
+    def settle(self, timeout: float = 30.0) -> None:
+        """Wait until no worker holds a task (running, prefetched or waiting for its countdown): cancel_job
+        enqueues a debounced round, and one that runs while the test's tables are truncated deadlocks the
+        flush. A solo worker answers remote control only between tasks."""
+        names = [f"{name}-{RUN}@{socket.gethostname()}" for name in self.procs]
+        deadline, quiet = time.monotonic() + timeout, 0
+        while time.monotonic() < deadline:
+            probe = app.control.inspect(destination=names, timeout=1.0)
+            views = [probe.active(), probe.reserved(), probe.scheduled()]
+            idle = all(v is not None and len(v) == len(names) and not any(v.values()) for v in views)
+            quiet = quiet + 1 if idle else 0
+            if quiet == 2:  # twice in a row: a task finishing may enqueue another
+                return
+            time.sleep(0.5)
+        pytest.fail(f"the workers did not go idle in {timeout:.0f} s\n{self.said()}")
+
     def watch(self) -> None:
         """What beat does every SLURM_WATCH_INTERVAL_S."""
         tasks.slurm_watch.apply_async(queue=self.slurm)
@@ -138,6 +157,8 @@ def site(workers):
     for job in Job.objects.filter(pool=pool, status__in=[JobStatus.ADMITTED, JobStatus.RUNNING]):
         actions.cancel_job(job, actor="test")  # a failed test leaves nothing running in Slurm
     workers.emu.cmd("scancel", "--partition=gpu")
+    time.sleep(DEBOUNCE_S)  # the cancels' debounced round reaches the central worker's schedule
+    workers.settle()
 
 
 def status(job: Job) -> str:
