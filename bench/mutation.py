@@ -483,6 +483,99 @@ EQUIVALENT: dict[str, str] = {
     "gives 1.0, the early answer",
     "scheduler/core/costmodel.py | network_gbs: compare: u < b -> u <= b": "the extra assignment happens only when "
     "u == b: b keeps the same value",
+    "scheduler/core/fragmentation.py | MpsFragmentation.node_num: compare: total > 0 -> total >= 0": (
+        "free compute is never negative, so a total of 0 means every GPU has 0 % free: each class's fragment "
+        "(its unfit GPUs' free % or all of it) is 0 and _fragment returns the 0 the shortcut gives"
+    ),
+    "scheduler/core/fragmentation.py | MpsFragmentation.node_num: int: total > 0 -> total > -1": (
+        "free compute is never negative, so a total of 0 means every GPU has 0 % free: each class's fragment "
+        "(its unfit GPUs' free % or all of it) is 0 and _fragment returns the 0 the shortcut gives"
+    ),
+    "scheduler/core/migration.py | <module>: int: _ERR, _HOT, _OVERLOAD, _BETTER = (0, 1, 2, 3) -> _ERR, "
+    "_HOT, _OVERLOAD, _BETTER = (-1, 1, 2, 3)": (
+        "the trigger numbers are only sort keys: -1 still sorts before 1, 2, 3"
+    ),
+    "scheduler/core/migration.py | <module>: int: _ERR, _HOT, _OVERLOAD, _BETTER = (0, 1, 2, 3) -> _ERR, "
+    "_HOT, _OVERLOAD, _BETTER = (0, 1, 2, 4)": ("the trigger numbers are only sort keys: 4 still sorts after 0, 1, 2"),
+    "scheduler/core/migration.py | _trigger: compare: len(groups) > 1 -> len(groups) >= 1": (
+        "with one group the any() only pairs it with itself, LEVEL_LEAF_GROUP < LEVEL_POD_GROUP: false either way"
+    ),
+    "scheduler/core/migration.py | _trigger: int: len(groups) > 1 -> len(groups) > 0": (
+        "with one group the any() only pairs it with itself, LEVEL_LEAF_GROUP < LEVEL_POD_GROUP: false either way"
+    ),
+    "scheduler/core/migration.py | _trigger: int: g >= 0 -> g >= -1": (
+        "group_hot holds only topology groups (ids >= 0): for an unknown node's group -1 get() is None either way"
+    ),
+    "scheduler/core/migration.py | _trigger: int: island = node0.part.max_island if node0.part else 1 -> "
+    "island = node0.part.max_island if node0.part else 2": (
+        "island is read only under `not multi`; a single-node job on a node with no partition has free = 0 < "
+        "n and never gets there"
+    ),
+    "scheduler/core/migration.py | _trigger: int: island = node0.part.max_island if node0.part else 1 -> "
+    "island = node0.part.max_island if node0.part else 0": (
+        "island is read only under `not multi`; a single-node job on a node with no partition has free = 0 < "
+        "n and never gets there"
+    ),
+    "scheduler/core/migration.py | _OwnTraffic.__init__: float: oeff = st.group_oeff.get(g, 1.0) -> oeff "
+    "= st.group_oeff.get(g, 2.0)": (
+        "g >= 0 here (negative groups were skipped) and group_oeff holds every topology group: the default "
+        "is never used"
+    ),
+    "scheduler/core/migration.py | _OwnTraffic.__init__: float: oeff = st.group_oeff.get(g, 1.0) -> oeff "
+    "= st.group_oeff.get(g, 0.0)": (
+        "g >= 0 here (negative groups were skipped) and group_oeff holds every topology group: the default "
+        "is never used"
+    ),
+    "scheduler/core/migration.py | _OwnTraffic.__init__: compare: oeff <= 1.0 -> oeff < 1.0": (
+        "oversubscription is never below 1; at exactly 1 the hosts fit the uplinks left (host <= uplink), so "
+        "others = min(uplink, host + f x uplink) >= host and the credited value max(1, host / others) is 1 "
+        "again"
+    ),
+    "scheduler/core/migration.py | _OwnTraffic.__init__: float: oeff <= 1.0 -> oeff <= 0.0": (
+        "oversubscription is never below 1; at exactly 1 the hosts fit the uplinks left (host <= uplink), so "
+        "others = min(uplink, host + f x uplink) >= host and the credited value max(1, host / others) is 1 "
+        "again"
+    ),
+    "scheduler/core/migration.py | _OwnTraffic.__init__: compare: info.uplink_gbps <= 0 -> info.uplink_gbps < 0": (
+        "no uplink at all: oversubscription is inf (or 1 with no hosts, skipped), avail = 0 and others = "
+        "min(0, 0) = 0, so the `others > 0` guard keeps oeff as it was"
+    ),
+    "scheduler/core/migration.py | _OwnTraffic.__init__: int: info.uplink_gbps <= 0 -> info.uplink_gbps <= -1": (
+        "no uplink at all: oversubscription is inf (or 1 with no hosts, skipped), avail = 0 and others = "
+        "min(0, 0) = 0, so the `others > 0` guard keeps oeff as it was"
+    ),
+    "scheduler/core/migration.py | _OwnTraffic.__init__: compare: info.host_gbps <= 0 -> info.host_gbps < 0": (
+        "a group with no host capacity has oversubscription 1 (costmodel.oversubscription), skipped by oeff <= 1"
+    ),
+    "scheduler/core/migration.py | _OwnTraffic.__init__: int: info.host_gbps <= 0 -> info.host_gbps <= -1": (
+        "a group with no host capacity has oversubscription 1 (costmodel.oversubscription), skipped by oeff <= 1"
+    ),
+    "scheduler/core/migration.py | _OwnTraffic.__init__: boolop: oeff <= 1.0 or info.uplink_gbps <= 0 or "
+    "info.host_gbps <= 0 -> oeff <= 1.0 and info.uplink_gbps <= 0 and (info.host_gbps <= 0)": (
+        "each case the `or` skips ends where it began: oeff 1 credits back to 1 (host <= uplink); no uplink "
+        "gives others = 0, kept by the `others > 0` guard; no hosts means oeff 1"
+    ),
+    "scheduler/core/migration.py | _OwnTraffic.__init__: float: f = min(1.0, k / cap) -> f = min(2.0, k / cap)": (
+        "any f >= 1 already gives others = min(uplink, avail + f x uplink) = uplink (avail >= 0)"
+    ),
+    "scheduler/core/migration.py | _OwnTraffic.__init__: compare: others > 0 -> others >= 0": (
+        "reached with uplink > 0 and f > 0 (the job has >= 1 GPU in the group, cap >= 1): others > 0 always"
+    ),
+    "scheduler/core/migration.py | _OwnTraffic.__init__: int: others > 0 -> others > -1": (
+        "reached with uplink > 0 and f > 0 (the job has >= 1 GPU in the group, cap >= 1): others > 0 always"
+    ),
+    "scheduler/core/migration.py | _estimate: boolop: ctx is None or err -> ctx is None and err": (
+        "Placer.context returns a non-empty reason exactly when it returns no context"
+    ),
+    "scheduler/core/migration.py | _estimate: compare: step_now <= 0 -> step_now < 0": (
+        "steps are never negative: at step_now == 0 the other half, step_new >= 0 = step_now, holds anyway"
+    ),
+    "scheduler/core/migration.py | _estimate: int: step_now <= 0 -> step_now <= -1": (
+        "steps are never negative: at step_now == 0 the other half, step_new >= 0 = step_now, holds anyway"
+    ),
+    "scheduler/core/migration.py | plan_migrations: int: len(LEVEL_NAMES) - 1 -> len(LEVEL_NAMES) - 0": (
+        "a candidate's level is at most LEVEL_FABRIC = 4, the last index of LEVEL_NAMES: the min never clips"
+    ),
 }
 
 

@@ -14,8 +14,8 @@ from dataclasses import replace
 import pytest
 
 from scheduler.core import schedule
-from scheduler.core.fragmentation import WEIGHT_SCALE, MixClass, MpsFragmentation, mps_classes
-from scheduler.core.types import RequestClass, Share
+from scheduler.core.fragmentation import WEIGHT_SCALE, MixClass, MpsFragmentation, mix_from_jobs, mps_classes
+from scheduler.core.types import JobRequest, RequestClass, Share
 from tests.scheduler.core.builders import SnapBuilder, config
 
 WHOLE = MixClass(1, 100, 0, None, 1)  # one whole GPU
@@ -73,6 +73,73 @@ def test_requests_that_cannot_run_see_all_the_free_compute():
     assert pair.node_num("H100", [(50, 1000), (20, 1000)]) == 70
 
 
+@pytest.mark.parametrize(("classes", "denominator"), [([], 1), ([QUARTER], 1)], ids=["no-class", "weight-1"])
+def test_the_denominator_is_the_total_weight_and_never_0(classes, denominator):
+    assert MpsFragmentation(classes).denominator == denominator
+
+
+def test_one_percent_free_is_a_fragment_too():
+    assert MpsFragmentation([WHOLE]).node_num("H100", [(1, 1000)]) == 1
+
+
+@pytest.mark.parametrize(
+    ("cls", "kw"),
+    [(MixClass(1, 25, 0, None, 1, cpu=4000), {"cpu": 4000}), (MixClass(1, 25, 0, None, 1, hmem=4096), {"hmem": 4096})],
+    ids=["cpu", "host-memory"],
+)
+def test_a_node_with_exactly_the_host_resources_a_class_asks_for_admits_it(cls, kw):
+    assert MpsFragmentation([cls]).node_num("T4", [(60, 8000)], **kw) == 0  # it runs: nothing stranded
+
+
+@pytest.mark.parametrize(
+    ("cls", "aware"),
+    [(MixClass(1, 25, 0, None, 1), False), (MixClass(1, 25, 0, None, 1, cpu=1), True),
+     (MixClass(1, 25, 0, None, 1, hmem=1), True)],
+    ids=["none", "cpu", "host-memory"],
+)  # fmt: skip
+def test_the_measure_is_host_aware_when_a_class_asks_for_any_cpu_or_host_memory(cls, aware):
+    assert MpsFragmentation([cls]).cpu_aware is aware
+
+
+def test_a_class_of_several_partial_gpus_needs_the_nodes_other_gpus():
+    f = MpsFragmentation([MixClass(2, 99, 0, None, 1)])  # 99 %: partial, however close to whole
+    with pytest.raises(ValueError, match="other GPUs"):
+        f.delta_single("H100", 10, 0, 100, 81920, 1, 1, 81920)
+
+
+def test_a_gpu_with_99_percent_free_is_not_empty():
+    # Node: (99 % free, full memory) + 2 empty GPUs; the 2-GPU whole class runs on the empty ones, the 99 is its
+    # fragment. 10 % on the 99: the fragment is 89, -10. Were it counted empty, the class would lose its
+    # second empty GPU.
+    f = MpsFragmentation([MixClass(2, 100, 0, None, 1)])
+    assert f.delta_single("H100", 10, 0, 99, 81920, 2, 3, 81920) == -10
+
+
+def test_a_whole_class_that_needs_all_the_nodes_gpus_and_their_memory_runs_there():
+    # Two empty GPUs of 81920 MiB, a class of 2 whole GPUs of 81920 MiB: it runs (F = 0). After 10 % on one
+    # it cannot: F = all 190 left.
+    f = MpsFragmentation([MixClass(2, 100, 81920, None, 1)])
+    assert f.delta_single("H100", 10, 0, 100, 81920, 2, 2, 81920) == 190
+
+
+def test_a_gpu_with_exactly_the_memory_a_class_asks_for_fits_it_before_and_after():
+    # 8000 MiB left before and after a 0-MiB share: the 8000-MiB quarter fits both times (F = 0 and 0).
+    f = MpsFragmentation([MixClass(1, 25, 8000, None, 1)])
+    assert f.delta_single("H100", 10, 0, 50, 8000, 0, 1, 81920) == 0
+
+
+def test_delta_node_runs_a_class_of_the_nodes_model_given_in_lower_case():
+    # The quarter fits before (100 %) and after (90 %): no change.
+    f = MpsFragmentation([MixClass(1, 25, 0, "T4", 1, cpu=1000)])
+    assert f.delta_node("t4", [(100, 16000)], (8000, None), (7000, None), 10, 0, [0]) == [0]
+
+
+def test_delta_node_a_share_that_takes_a_gpu_below_a_class_strands_what_is_left():
+    # 25 % free, exactly a quarter: it fits (F = 0); after 10 % the 15 left cannot take one, and no GPU can: F = 15.
+    f = MpsFragmentation([MixClass(1, 25, 0, None, 1, cpu=1000)])
+    assert f.delta_node("T4", [(25, 16000)], (8000, None), (8000, None), 10, 0, [0]) == [15]
+
+
 def test_fast_change_of_one_share_equals_the_node_before_and_after():
     # delta_single (per-GPU memo + empty-GPU count) against node_num on both sides, on random nodes and mixes
     # that have one-GPU, whole multi-GPU, partial multi-GPU and model-restricted classes.
@@ -118,6 +185,108 @@ def test_the_mix_is_merged_cut_at_its_coverage_and_weighed_in_integers():
     assert mps_classes(m, 1, coverage=0.9, prior_whole=1.0)[0] == MixClass(1, 100, 0, None, WEIGHT_SCALE)
     assert mps_classes(m, 3) == ()  # nothing for that pool: no term, no prior
     assert mps_classes(list(reversed(m)), 1, coverage=0.9) == mps_classes(m, 1, coverage=0.9)
+
+
+def test_jobs_of_one_shape_make_one_class_weighed_by_their_count():
+    one = JobRequest(1, "t", 1, 1, sharing="mps", mps_compute_pct=30, mps_memory_mib=MEM)
+    two = replace(one, id=2)
+    assert mix_from_jobs([one, two]) == [RequestClass(1, "mps", 1, 30, MEM, weight=2.0)]
+
+
+def test_exclusive_jobs_are_no_part_of_the_mix():
+    whole = JobRequest(1, "t", 1, 2)
+    shared = JobRequest(2, "t", 1, 1, sharing="mps", mps_compute_pct=30, mps_memory_mib=MEM)
+    assert mix_from_jobs([whole, shared]) == [RequestClass(1, "mps", 1, 30, MEM, weight=1.0)]
+
+
+def test_a_shared_job_without_mps_sizes_asks_for_0_percent_and_0_mib():
+    mig = JobRequest(1, "t", 1, 1, sharing="mig", mig_profile="1g.10gb")
+    assert mix_from_jobs([mig]) == [RequestClass(1, "mig", 1, 0, 0, "1g.10gb", weight=1.0)]
+
+
+def test_the_default_coverage_cuts_the_mix_at_95_percent():
+    # 96 of 100 covers 95 %: the 4 % class is left out.
+    assert mps_classes(mix((1, 25, 96.0), (1, 10, 4.0)), 1) == (MixClass(1, 25, MEM, None, WEIGHT_SCALE),)
+
+
+def test_the_default_keeps_at_most_32_classes():
+    # 40 classes of equal weight: 32 of them cover 80 %, short of the 95 % coverage, so the count stops them.
+    assert len(mps_classes(mix(*((1, p, 1.0) for p in range(1, 41))), 1)) == 32
+
+
+def test_no_prior_by_default():
+    assert mps_classes(mix((1, 25, 1.0)), 1) == (MixClass(1, 25, MEM, None, WEIGHT_SCALE),)
+
+
+def test_a_zero_prior_adds_no_class_even_when_nothing_is_cut():
+    # A coverage above all the weight keeps every class, so a zero-weight whole class would show.
+    assert mps_classes(mix((1, 25, 1.0)), 1, coverage=2.0) == (MixClass(1, 25, MEM, None, WEIGHT_SCALE),)
+
+
+def test_a_prior_below_one_request_still_joins_as_its_own_class():
+    # No whole class in the mix: the prior alone makes one, 0.5 / 2 of the heaviest = 2500.
+    assert mps_classes(mix((1, 25, 2.0)), 1, coverage=1.0, prior_whole=0.5) == (
+        MixClass(1, 25, MEM, None, WEIGHT_SCALE),
+        MixClass(1, 100, 0, None, 2500),
+    )
+
+
+def test_a_mix_of_only_weightless_requests_is_no_mix_and_gets_no_prior():
+    assert mps_classes(mix((1, 25, 0.0)), 1, prior_whole=1.0) == ()
+
+
+def test_the_class_that_reaches_the_coverage_exactly_is_the_last():
+    # Half of 2 is 1: the first class (1) reaches it, the second is cut.
+    assert mps_classes(mix((1, 25, 1.0), (1, 10, 1.0)), 1, coverage=0.5) == (MixClass(1, 25, MEM, None, WEIGHT_SCALE),)
+
+
+def test_a_class_far_lighter_than_the_heaviest_weighs_at_least_1():
+    # 10000 x 1 / 100000 = 0.1 rounds to 0: kept at 1.
+    got = mps_classes(mix((1, 25, 100000.0), (1, 10, 1.0)), 1, coverage=1.0)
+    assert [c.weight for c in got] == [WEIGHT_SCALE, 1]
+
+
+@pytest.mark.parametrize(
+    ("pct", "kept"), [(0, False), (1, True), (100, True), (101, False)], ids=["0", "1", "100", "101"]
+)
+def test_only_1_to_100_percent_is_an_mps_request(pct, kept):
+    assert len(mps_classes([RequestClass(1, "mps", 1, pct, MEM)], 1)) == (1 if kept else 0)
+
+
+def test_a_request_of_no_gpu_is_left_out():
+    assert mps_classes([RequestClass(1, "mps", 0, 25, MEM)], 1) == ()
+
+
+def test_negative_memory_and_host_sizes_count_as_none():
+    c = RequestClass(1, "mps", 1, 25, -5, host_cpu_milli=-3, host_memory_mib=-7)
+    assert mps_classes([c], 1) == (MixClass(1, 25, 0, None, WEIGHT_SCALE, 0, 0),)
+
+
+def test_the_model_is_compared_in_upper_case_without_blanks():
+    c = RequestClass(1, "mps", 1, 25, MEM, gpu_model=" h100 ")
+    assert mps_classes([c], 1) == (MixClass(1, 25, MEM, "H100", WEIGHT_SCALE),)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ((2, 10, 0, None, 0, 0), (1, 50, 0, None, 0, 0)),  # more GPUs first, whatever their percent
+        ((1, 50, 100, None, 0, 0), (1, 25, 200, None, 0, 0)),  # then the larger percent, whatever the memory
+        ((1, 25, 200, None, 0, 0), (1, 25, 100, None, 0, 0)),  # then more memory
+        ((1, 25, 100, None, 0, 0), (1, 25, 100, "A100", 0, 0)),  # then any model before a named one
+        ((1, 25, 100, "A100", 0, 0), (1, 25, 100, "H100", 0, 0)),  # named ones by name
+        ((1, 25, 100, None, 2000, 0), (1, 25, 100, None, 0, 4000)),  # then more CPU, whatever the memory
+        ((1, 25, 100, None, 0, 4000), (1, 25, 100, None, 0, 0)),  # then more host memory
+    ],
+    ids=["gpus", "pct", "mem", "any-model", "model-name", "cpu", "host-memory"],
+)
+def test_classes_of_equal_weight_go_larger_request_first(first, second):
+    def req(g, p, m, model, cpu, hmem):
+        return RequestClass(1, "mps", g, p, m, gpu_model=model, host_cpu_milli=cpu, host_memory_mib=hmem)
+
+    # Listed in the other order, so that keeping the input order would show.
+    got = mps_classes([req(*second), req(*first)], 1, coverage=1.0)
+    assert got == tuple(MixClass(*k[:4], WEIGHT_SCALE, *k[4:]) for k in (first, second))
 
 
 # ----------------------------------------------------------------------------------------- placements
