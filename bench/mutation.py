@@ -576,6 +576,90 @@ EQUIVALENT: dict[str, str] = {
     "scheduler/core/migration.py | plan_migrations: int: len(LEVEL_NAMES) - 1 -> len(LEVEL_NAMES) - 0": (
         "a candidate's level is at most LEVEL_FABRIC = 4, the last index of LEVEL_NAMES: the min never clips"
     ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: int: size = rng.choices(SIZES, SIZE_WEIGHTS)[0] "
+    "-> size = rng.choices(SIZES, SIZE_WEIGHTS)[-1]": (
+        "rng.choices(...) without k returns a one-element list: [0] and [-1] are the same element"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: int: size = rng.choices(SIZES, SIZE_WEIGHTS)[0] "
+    "-> size = rng.choices(SIZES, SIZE_WEIGHTS)[-1] #2": (
+        "rng.choices(...) without k returns a one-element list: [0] and [-1] are the same element"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: int: size = min(size, target - busy) or 1 -> size "
+    "= min(size, target - busy) or 2": (
+        "inside the loop busy < target, so target - busy >= 1 and size >= 1: min(...) is never 0, `or` never used"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: int: size = min(size, target - busy) or 1 -> size "
+    "= min(size, target - busy) or 0": (
+        "inside the loop busy < target, so target - busy >= 1 and size >= 1: min(...) is never 0, `or` never used"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: bool: zip(TENANTS, shares_of_quota, strict=True) "
+    "-> zip(TENANTS, shares_of_quota, strict=False)": (
+        "TENANTS and shares_of_quota are both fixed at six entries: strict never has a length mismatch to catch"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot.<locals>.new_request: int: prio < 100 -> prio < 99": (
+        "prio is drawn from (100, 50, 50, 50, 10, 0): no value lies in [99, 100)"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: int: size >= 16 -> size >= 15": (
+        "sizes come only from SIZES (1, 2, 4, 8, 16, 32, 64): no size is 15, so >= 15 and >= 16 agree"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: int: size >= 16 -> size >= 15 #2": (
+        "sizes come only from SIZES (1, 2, 4, 8, 16, 32, 64): no size is 15, so >= 15 and >= 16 agree"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: int: hcas.get(n.hostname, 0) -> hcas.get(n.hostname, 1)": (
+        "generate_fat_tree cables every compute server (8 rails) and storage server (2 HCAs) with host CAs, "
+        "so every hostname looked up is in hcas and the default is never used"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: int: hcas.get(n.hostname, 0) -> hcas.get(n.hostname, -1)": (
+        "generate_fat_tree cables every compute server (8 rails) and storage server (2 HCAs) with host CAs, "
+        "so every hostname looked up is in hcas and the default is never used"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: int: hcas.get(h, 0) -> hcas.get(h, 1)": (
+        "generate_fat_tree cables every compute server (8 rails) and storage server (2 HCAs) with host CAs, "
+        "so every hostname looked up is in hcas and the default is never used"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: int: hcas.get(h, 0) -> hcas.get(h, -1)": (
+        "generate_fat_tree cables every compute server (8 rails) and storage server (2 HCAs) with host CAs, "
+        "so every hostname looked up is in hcas and the default is never used"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: int: 100 * prof.compute_fraction -> 101 * "
+    "prof.compute_fraction": (
+        "only 3g (3/7) and 1g (1/7) of the fixed H100 80 GB are laid out: round(42.86) = round(43.29) = 43 "
+        "and round(14.29) = round(14.43) = 14"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: compare: rng.random() < 0.001 -> rng.random() <= 0.001": (
+        "rng.random() is a multiple of 2**-53 and the threshold's float is not (denominator > 2**53): never equal"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: compare: r < 0.03 -> r <= 0.03": (
+        "rng.random() is a multiple of 2**-53 and the threshold's float is not (denominator > 2**53): never equal"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: compare: r < 0.17 -> r <= 0.17": (
+        "rng.random() is a multiple of 2**-53 and the threshold's float is not (denominator > 2**53): never equal"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: compare: r < 0.22 -> r <= 0.22": (
+        "rng.random() is a multiple of 2**-53 and the threshold's float is not (denominator > 2**53): never equal"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: compare: rng.random() < 0.1 -> rng.random() <= 0.1": (
+        "rng.random() is a multiple of 2**-53 and the threshold's float is not (denominator > 2**53): never equal"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: compare: rng.random() < 0.1 -> rng.random() <= 0.1 #2": (
+        "rng.random() is a multiple of 2**-53 and the threshold's float is not (denominator > 2**53): never equal"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: compare: rng.random() < 0.1 -> rng.random() <= 0.1 #3": (
+        "rng.random() is a multiple of 2**-53 and the threshold's float is not (denominator > 2**53): never equal"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: compare: rng.random() > 0.005 -> rng.random() >= 0.005": (
+        "rng.random() is a multiple of 2**-53 and the threshold's float is not (denominator > 2**53): never equal"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: compare: rng.random() > 0.002 -> rng.random() >= 0.002": (
+        "rng.random() is a multiple of 2**-53 and the threshold's float is not (denominator > 2**53): never equal"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot: compare: rng.random() > 0.05 -> rng.random() >= 0.05": (
+        "rng.random() is a multiple of 2**-53 and the threshold's float is not (denominator > 2**53): never equal"
+    ),
+    "scheduler/core/synthetic.py | synthetic_snapshot.<locals>.new_request: compare: rng.random() < 0.3 "
+    "-> rng.random() <= 0.3": (
+        "rng.random() is a multiple of 2**-53 and the threshold's float is not (denominator > 2**53): never equal"
+    ),
 }
 
 
