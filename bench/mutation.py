@@ -660,6 +660,105 @@ EQUIVALENT: dict[str, str] = {
     "-> rng.random() <= 0.3": (
         "rng.random() is a multiple of 2**-53 and the threshold's float is not (denominator > 2**53): never equal"
     ),
+    "scheduler/core/policies.py | PriorityFairSharePolicy.order: compare: p <= m -> p < m": (
+        "differs only for p == m, where the priority and the tenant's maximum it is clamped to are the same number"
+    ),
+    "scheduler/core/policies.py | PriorityFairSharePolicy.order: compare: p <= m -> p < m #2": (
+        "differs only for p == m, where the priority and the tenant's maximum it is clamped to are the same number"
+    ),
+    "scheduler/core/policies.py | PriorityFairSharePolicy.order: float: guaranteed = "
+    "sum((q.guaranteed_gpus for q in t.quotas.values())) if t else 0.0 -> guaranteed = "
+    "sum((q.guaranteed_gpus for q in t.quotas.values())) if t else 1.0": (
+        "a tenant without state's guaranteed GPUs are read only through max(1.0, guaranteed): 0 and 1 give 1"
+    ),
+    "scheduler/core/policies.py | PriorityFairSharePolicy.order: float: guaranteed = "
+    "sum((q.guaranteed_gpus for q in t.quotas.values())) if t else 0.0 -> guaranteed = "
+    "sum((q.guaranteed_gpus for q in t.quotas.values())) if t else -1.0": (
+        "a tenant without state's guaranteed GPUs are read only through max(1.0, guaranteed): 0 and -1 give 1"
+    ),
+    "scheduler/core/policies.py | ServiceRank.sort_keys: int: j.gpus > 0 -> j.gpus > 1": (
+        "differs only for gpus == 1, where g is 1 either way (the job's own count or the fallback 1)"
+    ),
+    "scheduler/core/policies.py | ServiceRank.sort_keys: compare: lv > top -> lv >= top": (
+        "differs only for lv == top, where lv is set to the value it already has"
+    ),
+    "scheduler/core/preemption.py | plan_preemption: compare: ctx.N == 1 -> ctx.N != 1": (
+        "only reached with ctx.single true, and Placer.context makes an exclusive job single only when N == "
+        "1 (then k = n, refused above max_G) or N is None and n <= max_G: the last term n <= max_G is always "
+        "true there, so the first two terms never decide"
+    ),
+    "scheduler/core/preemption.py | plan_preemption: int: ctx.N == 1 -> ctx.N == 2": (
+        "only reached with ctx.single true, and Placer.context makes an exclusive job single only when N == "
+        "1 (then k = n, refused above max_G) or N is None and n <= max_G: the last term n <= max_G is always "
+        "true there, so the first two terms never decide"
+    ),
+    "scheduler/core/preemption.py | plan_preemption: int: ctx.N == 1 -> ctx.N == 0": (
+        "only reached with ctx.single true, and Placer.context makes an exclusive job single only when N == "
+        "1 (then k = n, refused above max_G) or N is None and n <= max_G: the last term n <= max_G is always "
+        "true there, so the first two terms never decide"
+    ),
+    "scheduler/core/preemption.py | plan_preemption: compare: ctx.require in ('island', 'node') -> "
+    "ctx.require not in ('island', 'node')": (
+        "only reached with ctx.single true, and Placer.context makes an exclusive job single only when N == "
+        "1 (then k = n, refused above max_G) or N is None and n <= max_G: the last term n <= max_G is always "
+        "true there, so the first two terms never decide"
+    ),
+    "scheduler/core/preemption.py | _plans_gang: boolop: ctx.N is not None and ctx.k is not None -> "
+    "ctx.N is not None or ctx.k is not None": (
+        "Placer.context sets N and k together (either given, it derives the other) or leaves both None"
+    ),
+    "scheduler/core/preemption.py | _plans_gang: int: g < 0 -> g < -1": (
+        "group -1 is a node outside the topology, alone in its group (-1 - its index), and a gang here has N "
+        ">= 2 (N == 1, or n <= max_G with no N, is single-node): pick() of one entry returns None either way"
+    ),
+    "scheduler/core/preemption.py | _cost: int: max((st.running[j].request.priority for j in victims), "
+    "default=-1) -> max((st.running[j].request.priority for j in victims), default=-2)": (
+        "the default is the priority of an empty victim set, whose cost starts with len 0 < 1: it only ever "
+        "ties with another empty set, which has the same default, so no order changes"
+    ),
+    "scheduler/core/preemption.py | _cost: int: max((st.running[j].request.priority for j in victims), "
+    "default=-1) -> max((st.running[j].request.priority for j in victims), default=-0)": (
+        "the default is the priority of an empty victim set, whose cost starts with len 0 < 1: it only ever "
+        "ties with another empty set, which has the same default, so no order changes"
+    ),
+    "scheduler/core/mig.py | _model_key: return: return m -> return None": (
+        "reached only when the name holds none of the known models; every CATALOGUE model is one of them, so "
+        "neither m nor None equals a catalogue model and variant finds nothing either way"
+    ),
+    "scheduler/core/mig.py | variant: compare: err <= best_err -> err < best_err": (
+        "err == best_err needs |MiB - 1024 gb| = 122.88 gb (no class gb is a multiple of 25) or an exact tie "
+        "between two classes of a model (H100 80/94 tie at 88511.06 MiB): no integer memory_mib reaches "
+        "either"
+    ),
+    "scheduler/core/mig.py | MigProfile.max_instances: int: count, end = (0, -1) -> count, end = (0, -2)": (
+        "starts are slice indices >= 0 (a negative one cannot even make a mask: negative shift), so s > -1 "
+        "and s > -2 agree on every start"
+    ),
+    "scheduler/core/mig.py | _best_start: int: largest = 0 -> largest = 1": (
+        "any profile that fits scores memory_slots * 10 + compute >= 11, so the start value only stands when "
+        "nothing fits, the same for every start: 0 or 1 ranks the starts alike"
+    ),
+    "scheduler/core/mig.py | _best_start: int: largest = 0 -> largest = -1": (
+        "any profile that fits scores >= 11, so the start value only stands when nothing fits, the same for "
+        "every start: 0 or -1 ranks the starts alike"
+    ),
+    "scheduler/core/mig.py | _best_start: int: options = 0 -> options = 1": (
+        "the same constant is added to every start's option count: the ranking of the starts is unchanged"
+    ),
+    "scheduler/core/mig.py | _best_start: int: options = 0 -> options = -1": (
+        "the same constant is taken from every start's option count: the ranking of the starts is unchanged"
+    ),
+    "scheduler/core/mig.py | _best_start: compare: key > best -> key >= best": (
+        "the key ends with -s and free_starts yields each start once, so two starts never have equal keys"
+    ),
+    "scheduler/core/mig.py | _best_start: int: q.memory_slots * 10 -> q.memory_slots * 11": (
+        "compute slices are 1..7 (at most the GPU's 7), so any weight above 6 ranks by (memory slots, "
+        "compute) lexicographically: 10 and 11 order every pair of real profiles alike"
+    ),
+    "scheduler/core/mig.py | _best_start: int: q.memory_slots * 10 -> q.memory_slots * 9": (
+        "compute slices are 1..7 (at most the GPU's 7), so any weight above 6 ranks by (memory slots, "
+        "compute) lexicographically: 10 and 9 order every pair of real profiles alike"
+    ),
 }
 
 
