@@ -4,6 +4,7 @@
     .venv/bin/python bench/mutation.py fabric/telemetry                   # every module of a folder
     .venv/bin/python bench/mutation.py --all                              # the four pure cores, module by module
     options: --list (print the mutants, run nothing)  --only TEXT (mutants whose key holds TEXT)
+             --keys FILE (the mutants named in FILE, one 'path | key' a line, e.g. an earlier run's survivors)
              --check-equivalent (run the allow-listed mutants too)  --retrace (redo the coverage pass)
 
 A mutant is one small edit of the module's syntax tree, made in memory (the file on disk is never touched):
@@ -1435,8 +1436,10 @@ def run_mutant(m: Mutant, sel: Selector, verified: set[str]) -> Outcome:
     return Outcome(m, "survived", None, len(chosen), time.monotonic() - started)
 
 
-def run_module(path: str, sel: Selector, only: str | None, check_equivalent: bool) -> dict:
-    ms = [m for m in mutants(path) if only is None or only in m.key]
+def run_module(
+    path: str, sel: Selector, only: str | None, check_equivalent: bool, keys: set[str] | None = None
+) -> dict:
+    ms = [m for m in mutants(path) if (only is None or only in m.key) and (keys is None or _one_line(m.ident) in keys)]
     print(f"\n== {path}: {len(ms)} mutants", flush=True)
     outcomes: list[Outcome] = []
     verified: set[str] = set()
@@ -1469,7 +1472,7 @@ def run_module(path: str, sel: Selector, only: str | None, check_equivalent: boo
         "seconds": round(time.monotonic() - t0),
         "outcomes": [{**asdict(o), "mutant": {**asdict(o.mutant), "ident": o.mutant.ident}} for o in outcomes],
     }
-    if only is None:
+    if only is None and keys is None:
         OUT.mkdir(parents=True, exist_ok=True)
         (OUT / (path.replace("/", ".") + ".json")).write_text(json.dumps(summary, indent=1))
     survivors = [o for o in outcomes if o.status in ("survived", "error")]
@@ -1485,6 +1488,11 @@ def run_module(path: str, sel: Selector, only: str | None, check_equivalent: boo
         flush=True,
     )
     return summary
+
+
+def _one_line(ident: str) -> str:
+    """A key as --list prints it and --keys reads it: a mutant of a statement over two lines has a newline."""
+    return ident.replace("\n", "\\n")
 
 
 def _modules(targets: list[str]) -> list[str]:
@@ -1506,6 +1514,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--all", action="store_true", help="every module of the four pure cores")
     ap.add_argument("--list", action="store_true", help="print the mutants and run nothing")
     ap.add_argument("--only", help="only the mutants whose key contains this text (results are not saved)")
+    ap.add_argument(
+        "--keys",
+        type=Path,
+        help="a file of mutant keys as --list prints them ('path | key'), one a line: run only those (e.g. the "
+        "survivors of an earlier run; results are not saved)",
+    )
     ap.add_argument("--check-equivalent", action="store_true", help="run the allow-listed mutants too")
     ap.add_argument("--retrace", action="store_true", help="redo the coverage pass even when it is cached")
     args = ap.parse_args(argv)
@@ -1516,7 +1530,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in targets:
             for m in mutants(path):
                 eq = "  [equivalent]" if m.ident in EQUIVALENT else ""
-                print(f"{m.path}:{m.line}  {m.ident}{eq}")
+                print(f"{m.path}:{m.line}  {_one_line(m.ident)}{eq}")
         return 0
     known = {m.ident for path in targets for m in mutants(path)}
     for ident in EQUIVALENT:
@@ -1528,7 +1542,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = scratch
         _preload()
         sel = Selector(coverage_pass(args.retrace))
-        summaries = [run_module(path, sel, args.only, args.check_equivalent) for path in targets]
+        keys = {line.strip() for line in args.keys.read_text().splitlines() if line.strip()} if args.keys else None
+        summaries = [run_module(path, sel, args.only, args.check_equivalent, keys) for path in targets]
     print("\nmodule                                    mutants killed timeout survived equiv  score   raw")
     for s in summaries:
         print(
