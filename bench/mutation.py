@@ -770,6 +770,454 @@ EQUIVALENT: dict[str, str] = {
         "compute slices are 1..7 (at most the GPU's 7), so any weight above 6 ranks by (memory slots, "
         "compute) lexicographically: 10 and 9 order every pair of real profiles alike"
     ),
+    # scheduler/core/placement.py, lines 558-1005: scoring, uplinks, MPS searches (issue 15)
+    "scheduler/core/placement.py | Placer.saturated_slowdown: compare: b >= cand.bw -> b > cand.bw": (
+        "at b == cand.bw the recomputed comm is ring_allreduce_s(n, S, bw) + ring_latency_s(n, level) with the "
+        "candidate's own n, S, bw and level (ctx is the candidate's job's), the very expression _eval stored in "
+        "cand.comm, and (comp + comm + io) / ideal is the expression of cand.slowdown: the same float either "
+        "way"
+    ),
+    "scheduler/core/placement.py | Placer.saturated_slowdown: int: len(cand.picks) < 2 -> len(cand.picks) < 1": (
+        "a whole-GPU candidate of one node has level island or node (_eval), below LEVEL_POD_GROUP, so the "
+        "third test returns cand.slowdown for it anyway; no candidate has no picks and no shares"
+    ),
+    "scheduler/core/placement.py | Placer.saturated_slowdown: int: hosts = max(1, len(info.hosts)) -> hosts "
+    "= max(0, len(info.hosts))": (
+        "a leaf group is made from the hosts cabled to its switches (build_topology), and a pick's node is one "
+        "of its group's hosts, so len(info.hosts) >= 1 and max(0, x) == max(1, x)"
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/placement.py | Placer._mps_frag_host: float: best_frag = 0.0 -> best_frag = 1.0",
+            "scheduler/core/placement.py | Placer._mps_frag_host: float: best_frag = 0.0 -> best_frag = -1.0",
+            "scheduler/core/placement.py | Placer._mps_frag_single: float: best_frag = 0.0 -> best_frag = 1.0",
+            "scheduler/core/placement.py | Placer._mps_frag_single: float: best_frag = 0.0 -> best_frag = -1.0",
+        ),
+        "best_frag is written together with best_key and best_g for every candidate that becomes the best; with "
+        "none, best_g is None and _frag_winner returns None without reading it",
+    ),
+    "scheduler/core/placement.py | Placer._frag_winner: boolop: g is None or key is None -> g is None and "
+    "key is None": (
+        "both callers set best_key and best_g in the same assignment and start both at None, so g is None "
+        "exactly when key is None"
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/placement.py | Placer._uplinks: float: st.pod_oeff.get(pod, 1.0) -> "
+            "st.pod_oeff.get(pod, 2.0)",
+            "scheduler/core/placement.py | Placer._uplinks: float: st.pod_oeff.get(pod, 1.0) -> "
+            "st.pod_oeff.get(pod, 0.0)",
+        ),
+        "pod is a pick's node.pod and pods below 0 are skipped just before; every pod of the topology has its "
+        "entry in pod_oeff (ClusterState._live_network), so the default is never read",
+    ),
+    "scheduler/core/placement.py | Placer._io_time: float: return 0.0 -> return -1.0": (
+        "_eval keeps io = the largest _io_time of the picks, starting from 0.0: a node's -1.0 never raises it, "
+        "as 0.0 never did (no other caller)"
+    ),
+    "scheduler/core/placement.py | Placer._io_time: float: min(1.0, k / node.G) -> min(2.0, k / node.G)": (
+        "k is the number of the node's GPUs in the pick, never more than node.G: k / node.G <= 1.0 < 2.0 either way"
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/placement.py | Placer._io_time: float: st.oeff(dg) if dg is not None else 1.0 -> "
+            "st.oeff(dg) if dg is not None else 2.0",
+            "scheduler/core/placement.py | Placer._io_time: float: st.oeff(dg) if dg is not None else 1.0 -> "
+            "st.oeff(dg) if dg is not None else 0.0",
+            "scheduler/core/placement.py | Placer._io_time: int: ds_pod = st.topo.groups[dg].pod if dg is not "
+            "None else -1 -> ds_pod = st.topo.groups[dg].pod if dg is not None else -2",
+            "scheduler/core/placement.py | Placer._io_time: int: ds_pod = st.topo.groups[dg].pod if dg is not "
+            "None else -1 -> ds_pod = st.topo.groups[dg].pod if dg is not None else -0",
+        ),
+        "_io_time runs only with ctx.D > 0, and _price sets D > 0 only together with a ds_group that is not "
+        "None: the else branch is dead",
+    ),
+    "scheduler/core/placement.py | Placer._io_time: float: st.pod_oeff.get(node.pod, 1.0) -> "
+    "st.pod_oeff.get(node.pod, 0.0)": (
+        "the other operand of the max, pod_oeff.get(ds_pod, 1.0), is never below 1 (oversubscription() is at "
+        "least 1.0, or inf), so max(0.0, x) == max(1.0, x)"
+    ),
+    "scheduler/core/placement.py | Placer._io_time: float: st.pod_oeff.get(ds_pod, 1.0) -> "
+    "st.pod_oeff.get(ds_pod, 0.0)": (
+        "the other operand of the max, pod_oeff.get(node.pod, 1.0), is never below 1 (oversubscription() is at "
+        "least 1.0, or inf), so max(x, 0.0) == max(x, 1.0)"
+    ),
+    "scheduler/core/placement.py | Placer._io_time: float: st.pod_oeff.get(ds_pod, 1.0) -> "
+    "st.pod_oeff.get(ds_pod, 2.0)": (
+        "the default is read only when the dataset's group is in no pod: its switches are then core or unknown "
+        "tier (every leaf is in a pod), whose cables never count as group uplinks (build_topology counts a "
+        "leaf's only), so oeff(dg) = oversubscription(host, 0) = inf (or the dataset node has no host link "
+        "capacity, ds_net = 0): b is already 0 before the pod division and io is inf either way; a job on the "
+        "dataset's own group stays below LEVEL_POD_GROUP and never reaches it"
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/placement.py | Placer._mps_frag_host: compare: len(members) > 1 -> len(members) >= 1",
+            "scheduler/core/placement.py | Placer._mps_frag_host: int: len(members) > 1 -> len(members) > 0",
+        ),
+        "the min by rank of a state's only member is that member, as next(iter(members)) is (a state with no "
+        "member is deleted from the index)",
+    ),
+    "scheduler/core/placement.py | Placer._mps_frag_host: bool: zip(where, deltas, strict=True) -> "
+    "zip(where, deltas, strict=False)": (
+        "delta_node returns one change per index of idxs, and where has one entry per index of idxs (appended "
+        "together): the lengths are always equal, so strict never raises"
+    ),
+    "scheduler/core/placement.py | Placer._mps_frag_host: compare: key < best_key -> key <= best_key": (
+        "a key ends with (the node's rank by hostname, the GPU's position), and each GPU of each node is priced "
+        "at most once, so no two keys are equal"
+    ),
+    "scheduler/core/placement.py | Placer._mps_frag_host: compare: free > floor -> free >= floor": (
+        "at free == floor both sides of the conditional give the same number (free is floor)"
+    ),
+    "scheduler/core/placement.py | Placer._eval: compare: ctx.D > 0 -> ctx.D >= 0": (
+        "with D == 0, _io_time returns io_s(0 * k / n, b) = 0.0 (io_s returns 0.0 for no bytes before it looks "
+        "at b) and io starts at 0.0; nothing else in _io_time can raise (ds_group None reads as LEVEL_FABRIC, "
+        "the pod defaults to 1.0)"
+    ),
+    "scheduler/core/placement.py | Placer._eval: int: node0, mask0 = picks[0] -> node0, mask0 = picks[-1]": (
+        "this branch runs only with nn == len(picks) == 1, where picks[-1] is picks[0]"
+    ),
+    "scheduler/core/placement.py | Placer._eval: compare: k > 1 -> k >= 1": (
+        "for one GPU on a node intra_node_gbs returns inf, which never lowers bw (the lines before only read the node)"
+    ),
+    "scheduler/core/placement.py | Placer._eval: int: k > 1 -> k > 0": (
+        "for one GPU on a node intra_node_gbs returns inf, which never lowers bw; a pick always has at least one GPU"
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/placement.py | Placer._eval: compare: b < bw -> b <= bw",
+            "scheduler/core/placement.py | Placer._eval: compare: b < bw -> b <= bw #2",
+        ),
+        "at b == bw the assignment stores the same value",
+    ),
+    "scheduler/core/placement.py | Placer._eval: int: ctx.D > 0 -> ctx.D > -1": (
+        "for -1 < D <= 0 _io_time returns io_s(D * k / n, b) = 0.0 (io_s returns 0.0 for no bytes before it "
+        "looks at b) and io starts at 0.0; nothing else in _io_time can raise (ds_group None reads as "
+        "LEVEL_FABRIC, the pod defaults to 1.0)"
+    ),
+    "scheduler/core/placement.py | Placer._eval: compare: t > io -> t >= io": (
+        "at t == io the assignment stores the same value"
+    ),
+    "scheduler/core/placement.py | Placer._eval: int: free = part.gfree.get(g, 0) -> free = part.gfree.get(g, 1)": (
+        "gfree and gcap get their keys together (ClusterState._build: the groups of the partition's eligible "
+        "nodes); for a group in neither (a running job's drained node priced by migration) gcap.get(g, -1) is "
+        "-1, which free never equals when it is 1, and with 0 it did not either"
+    ),
+    "scheduler/core/placement.py | Placer._eval: int: free = part.gfree.get(g, 0) -> free = part.gfree.get(g, -1)": (
+        "gfree and gcap get their keys together (ClusterState._build: the groups of the partition's eligible "
+        "nodes); for a group in neither, free = -1 equals gcap.get(g, -1) = -1 but free - used = -1 - used is "
+        "below 0, so no leaf is counted broken, as with 0"
+    ),
+    "scheduler/core/placement.py | Placer._eval: compare: n > 1 -> n >= 1": (
+        "for n == 1 ring_allreduce_s and ring_latency_s both return 0.0 (n <= 1), and 0.0 + 0.0 is the 0.0 of "
+        "the else branch"
+    ),
+    "scheduler/core/placement.py | Placer._find_mps_frag: compare: found[0] < best[0] -> found[0] <= best[0]": (
+        "the keys are (score, the node's rank by hostname, ...), and each partition's candidate is on a node of "
+        "its own (a node is in one partition): two keys are never equal"
+    ),
+    "scheduler/core/placement.py | Placer._frag_winner: int: key[2] -> key[1]": (
+        "the key's third element is only compared between partitions (_find_mps_frag) when score and rank are "
+        "equal, which needs the same node, and a node is in one partition: (score, rank, rank) orders the "
+        "candidates as (score, rank, position) does"
+    ),
+    "scheduler/core/placement.py | Placer._find_shared: int: ctx.parts[0] -> ctx.parts[-1]": (
+        "every partition of a job's context is of the job's pool (Placer.context filters "
+        "st.pool_parts[job.pool]), so parts[-1].pool is parts[0].pool"
+    ),
+    "scheduler/core/placement.py | Placer._mps_frag_single.<locals>.consider: compare: key < best_key -> "
+    "key <= best_key": (
+        "a key ends with (the node's rank by hostname, the GPU's position) and no GPU is priced twice: used "
+        "GPUs (compute left below 100) and empty ones are different GPUs, each count of empty GPUs is priced on "
+        "one node of its own bucket, and the tie scan only takes nodes whose rank is below the best's so far, "
+        "which drops with each node it prices: no two keys are equal"
+    ),
+    "scheduler/core/placement.py | Placer._eval: int: n > 1 -> n > 0": (
+        "a job has at least one GPU (context refuses fewer); for n == 1 ring_allreduce_s and ring_latency_s "
+        "both return 0.0, the else branch's value"
+    ),
+    "scheduler/core/placement.py | Placer._eval: compare: lv > level -> lv >= level": (
+        "at lv == level the assignment stores the same value"
+    ),
+    "scheduler/core/placement.py | Placer._eval: compare: g.util > util -> g.util >= util": (
+        "at g.util == util the assignment stores the same value"
+    ),
+    # scheduler/core/placement.py, lines 1-557: context, pricing, the searches (issue 15)
+    **dict.fromkeys(
+        (
+            "scheduler/core/placement.py | JobCtx.__init__: float: self.ds_net = 0.0 -> self.ds_net = 1.0",
+            "scheduler/core/placement.py | JobCtx.__init__: float: self.ds_net = 0.0 -> self.ds_net = -1.0",
+        ),
+        "ds_net is read only where ctx.D > 0 (_ideal_step's io term, _io_time from _eval under ctx.D > 0), and "
+        "_price sets D > 0 only in the branch that also sets ds_net from the node's rate; reprice resets it to "
+        "0.0 itself",
+    ),
+    "scheduler/core/placement.py | Placer._price: float: ctx.D = 0.0 -> ctx.D = -1.0": (
+        "every read of ctx.D is `ctx.D > 0` or sits under it (_ideal_step, _search_single, _groups_by_dataset's "
+        "callers, _eval, the explanation): -1.0 and 0.0 are both not above 0"
+    ),
+    "scheduler/core/placement.py | Placer._ideal_step: int: nodes = 1 -> nodes = 0": (
+        "nodes is only read as max(1, nodes) (the io term's bytes per node), and max(1, 0) == max(1, 1); the "
+        "multi-node branch overwrites it"
+    ),
+    "scheduler/core/placement.py | Placer._ideal_step: compare: n > 1 -> n >= 1": (
+        "n == 1 then enters the comm branch, but context() leaves N at 1 or None for one GPU (1 % N != 0 "
+        "otherwise) and max_G >= 1, so one of the two single-node formulas runs: ring_allreduce_s and "
+        "ring_latency_s of one rank are 0.0 (S is 0.0 too), and nodes stays 1"
+    ),
+    "scheduler/core/placement.py | Placer._ideal_step: compare: ctx.D > 0 -> ctx.D >= 0": (
+        "with D == 0 the branch computes io_s(0 / nodes, b), which returns 0.0 for no bytes before it looks at "
+        "b; nothing in it can fail (max_G >= 1), so io stays 0.0"
+    ),
+    "scheduler/core/placement.py | Placer._search_multi: return: return best -> return None #4": (
+        "reached only with require == 'pod' after `if best is not None and (not best.flagged or ctx.require == "
+        "'pod'): return best`, which returns every candidate a pod-bound job has: best is None there"
+    ),
+    "scheduler/core/placement.py | Placer.context: int: ctx.mps_pct = job.mps_compute_pct or 0 -> "
+    "ctx.mps_pct = job.mps_compute_pct or -1": (
+        "ctx.mps_pct is read only for MPS jobs (context's check, the MPS search, _share_for's MPS branch, "
+        "fail_reason, need_equiv), and an MPS job with no percentage (None or 0) is refused by `not (1 <= "
+        "ctx.mps_pct <= 100)` with the same reason whether it reads 0 or -1"
+    ),
+    "scheduler/core/placement.py | Placer.context: int: ctx.mps_mem = job.mps_memory_mib or 0 -> "
+    "ctx.mps_mem = job.mps_memory_mib or -1": (
+        "ctx.mps_mem is read only for MPS jobs (context's check, the MPS search, _share_for's MPS branch, "
+        "fail_reason), and an MPS job with no memory limit (None or 0) is refused by `not (0 < ctx.mps_mem <= "
+        "mem_cap)` with the same reason whether it reads 0 or -1"
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/placement.py | Placer.reprice: float: c.ds_name, c.ds_group, c.ds_net = (None, "
+            "None, 0.0) -> c.ds_name, c.ds_group, c.ds_net = (None, None, 1.0)",
+            "scheduler/core/placement.py | Placer.reprice: float: c.ds_name, c.ds_group, c.ds_net = (None, "
+            "None, 0.0) -> c.ds_name, c.ds_group, c.ds_net = (None, None, -1.0)",
+        ),
+        "_price runs right after: it sets ds_net in the branch that makes D > 0, and ds_net is read only where D > 0",
+    ),
+    "scheduler/core/placement.py | Placer._price: compare: ctx.n > 1 -> ctx.n >= 1": (
+        "ctx.S is read only as ring_allreduce_s(ctx.n, ctx.S, ...) (_ideal_step, _eval, saturated_slowdown, "
+        "_eval_shared), which returns 0.0 for one rank before it reads the size"
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/placement.py | Placer._price: float: ctx.S = S if ctx.n > 1 else 0.0 -> ctx.S = S "
+            "if ctx.n > 1 else 1.0",
+            "scheduler/core/placement.py | Placer._price: float: ctx.S = S if ctx.n > 1 else 0.0 -> ctx.S = S "
+            "if ctx.n > 1 else -1.0",
+        ),
+        "ctx.S is read only as ring_allreduce_s(ctx.n, ctx.S, ...), which returns 0.0 for one rank before it "
+        "reads the size",
+    ),
+    "scheduler/core/placement.py | Placer._ideal_step: int: n > 1 -> n > 0": (
+        "context() refuses n < 1, so n > 0 holds exactly when n >= 1: the same as the `n > 1 -> n >= 1` mutant "
+        "(n == 1 gives comm 0.0 in either branch)"
+    ),
+    "scheduler/core/placement.py | Placer._ideal_step: int: ctx.D > 0 -> ctx.D > -1": (
+        "for D in (-1, 0] (no dataset: 0.0; or a non-positive io_bytes_per_step) the branch computes io_s(D / "
+        "nodes, b), which returns 0.0 for no bytes before it looks at b"
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/placement.py | Placer._pick_in_node: int: best_cnt = 1 << 30 -> best_cnt = 2 << 30",
+            "scheduler/core/placement.py | Placer._pick_in_node: int: best_cnt = 1 << 30 -> best_cnt = 1 << 31",
+            "scheduler/core/placement.py | Placer._pick_in_node: int: best_cnt = 1 << 30 -> best_cnt = 1 << 29",
+        ),
+        "a sentinel above any island's free count (a node has a few dozen GPUs at most), read only in n <= c < "
+        "best_cnt: any value above the largest island gives the same first pick",
+    ),
+    "scheduler/core/placement.py | Placer._picks_from: int: range(G, 0, -1) -> range(G, -1, -1)": (
+        "j == 0 adds the nodes with no free GPU after every other: to pool_nodes only while total < n (they add "
+        "0; _balanced gives them 0 and `if t:` skips them, the others' split unchanged as they are filled "
+        "first), to spare (the packed remainder needs n_free >= r >= 1) or to warm (last in it, adding 0): the "
+        "same picks"
+    ),
+    "scheduler/core/placement.py | Placer.context: int: N or 1 -> N or 0": (
+        "in `(N or 1) > 1` (a shared job on one node) only N None reads differently: 0 > 1 and 1 > 1 are both False"
+    ),
+    "scheduler/core/placement.py | Placer.context: int: N or 1 -> N or 0 #2": (
+        "in `(N or 1) > 1` (an island job on one node) only N None reads differently: 0 > 1 and 1 > 1 are both False"
+    ),
+    "scheduler/core/placement.py | Placer._price: int: ctx.n > 1 -> ctx.n > 0": (
+        "context() refuses n < 1, so this is `ctx.n >= 1`: ctx.S is read only as ring_allreduce_s(ctx.n, ctx.S, "
+        "...), which returns 0.0 for one rank"
+    ),
+    "scheduler/core/placement.py | Placer._pick_in_node: compare: c <= need -> c < need": (
+        "with c == need, _lowest_util(node, piece, need) finds exactly need GPUs in the piece and returns them "
+        "all (it sorts and cuts only when there are more): the whole piece either way"
+    ),
+    "scheduler/core/placement.py | Placer._pick_in_node: int: need == 0 -> need == -1": (
+        "once need is 0 the further pieces (each has a free GPU) go to _lowest_util(node, piece, 0), which "
+        "returns the empty mask 0, and need stays 0: the mask is unchanged"
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/placement.py | Placer._search_multi: int: N, k = (ctx.N, ctx.k) if fixed else "
+            "(math.ceil(n / G), 0) -> N, k = (ctx.N, ctx.k) if fixed else (math.ceil(n / G), 1)",
+            "scheduler/core/placement.py | Placer._search_multi: int: N, k = (ctx.N, ctx.k) if fixed else "
+            "(math.ceil(n / G), 0) -> N, k = (ctx.N, ctx.k) if fixed else (math.ceil(n / G), -1)",
+        ),
+        "k of a free-shape job is read nowhere: capacity() reads it only when fixed, and _picks_from's "
+        "free-shape branch never reads k",
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/placement.py | Placer.find: compare: len(ctx.parts) > 1 -> len(ctx.parts) >= 1",
+            "scheduler/core/placement.py | Placer.find: int: len(ctx.parts) > 1 -> len(ctx.parts) > 0",
+        ),
+        "with one partition the break ends a loop that ends after it anyway",
+    ),
+    "scheduler/core/placement.py | Placer.find: int: ctx.N == 1 -> ctx.N == 0": (
+        "ctx.N is never 0 (context refuses it); the mutant sends a one-node job (N == 1, single) to "
+        "_search_multi when _search_single found nothing, but _search_multi only takes reachable, host-fitting "
+        "nodes with >= k = n free GPUs, all of which _search_single already scored (it returns a candidate "
+        "whenever one node has n free and fits the host request): still None"
+    ),
+    # scheduler/core/placement.py, lines 1006-1459: shared searches, explain, RingLoad (issue 15)
+    "scheduler/core/placement.py | _island_of: return: return 0 -> return None": (
+        "unreachable: NodeSlot.__init__ gives every GPU not named in an NVLink island a singleton island of its "
+        "own, and _island_of is only asked about GPUs of that node, so the loop always returns from inside"
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/placement.py | _island_of: int: return 0 -> return 1",
+            "scheduler/core/placement.py | _island_of: int: return 0 -> return -1",
+        ),
+        "unreachable: NodeSlot.__init__ gives every GPU not named in an NVLink island a singleton island of its "
+        "own, so the loop always returns from inside",
+    ),
+    "scheduler/core/placement.py | _lowest_util: compare: len(gs) > n -> len(gs) >= n": (
+        "with exactly n GPUs the sort and the [:n] cut keep the same n GPUs (sorted in place on a local list): "
+        "the same mask"
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/placement.py | _room: float: return 0.0 -> return 1.0",
+            "scheduler/core/placement.py | _room: float: return 0.0 -> return -1.0",
+        ),
+        "only time-sliced shares reach the last return (_room is called for shared modes only): there every GPU "
+        "gets the same constant, so the (island, room) sorts keep their order, and _eval_shared replaces the "
+        "room term by the replicas used for time-slicing",
+    ),
+    "scheduler/core/placement.py | Placer._shared_single: compare: free > floor -> free >= floor": (
+        "when free equals the floor both sides of the conditional expression are the same number"
+    ),
+    "scheduler/core/placement.py | Placer._eval_shared: compare: n > 1 -> n >= 1": (
+        "for one GPU the branch gives what its defaults give: intra_node_gbs(1, ...) is inf, ring_allreduce_s "
+        "and ring_latency_s of 1 rank are 0.0, and one GPU is in one island (LEVEL_ISLAND)"
+    ),
+    "scheduler/core/placement.py | Placer._eval_shared: int: n > 1 -> n > 0": (
+        "n >= 1 always; for one GPU the branch gives what its defaults give: intra_node_gbs(1, ...) is inf, "
+        "ring_allreduce_s and ring_latency_s of 1 rank are 0.0, and one GPU is in one island (LEVEL_ISLAND)"
+    ),
+    "scheduler/core/placement.py | Placer.fail_reason: boolop: ctx.N is not None and ctx.k is not None -> "
+    "ctx.N is not None or ctx.k is not None": (
+        "Placer.context sets both or neither: N from k (n // k) when only k is given, k from N when only N is "
+        "(reprice copies them), so the two tests agree"
+    ),
+    "scheduler/core/placement.py | RingLoad.add: negate: a < b -> not a < b": (
+        "the pairs a >= b are the pairs a < b reversed plus a == b: ClusterState.group_level is symmetric "
+        "(TopologyIndex caches it under the ordered pair) and gives LEVEL_LEAF_GROUP, the starting level, for a "
+        "== b, so the maximum is the same"
+    ),
+    "scheduler/core/placement.py | RingLoad.add: compare: a < b -> a <= b": (
+        "the added pairs a == b give LEVEL_LEAF_GROUP (ClusterState.group_level of a group with itself), the "
+        "starting level: the maximum is the same"
+    ),
+    "scheduler/core/placement.py | Placer._share_for: int: part.replicas + len(g.ts_reps) + 1 -> "
+    "part.replicas + len(g.ts_reps) + 2": (
+        "the first replica not in ts_reps is at most len(ts_reps) (pigeonhole over 0..len), inside the range "
+        "either way: next() returns the same number"
+    ),
+    "scheduler/core/placement.py | Placer._share_for: int: part.replicas + len(g.ts_reps) + 1 -> "
+    "part.replicas + len(g.ts_reps) + 0": (
+        "the first replica not in ts_reps is at most len(ts_reps) (pigeonhole over 0..len), and replicas >= 1 "
+        "(Partition takes max(1, ...)), so it is inside range(replicas + len) too: the same number"
+    ),
+    "scheduler/core/placement.py | Placer._eval_shared: int: chosen[0] -> chosen[1]": (
+        "inside `if n > 1` chosen has n >= 2 entries, all GPUs of one node (_shared_multi and _pick_shared pick "
+        "from one node's GPUs): the same node"
+    ),
+    "scheduler/core/placement.py | Placer._eval_shared: int: chosen[0] -> chosen[-1]": (
+        "all chosen GPUs are on one node (_shared_multi and _pick_shared pick from one node's GPUs): the last "
+        "one's node is the same node"
+    ),
+    "scheduler/core/placement.py | Placer.explain: int: cand.shares[0] -> cand.shares[-1]": (
+        "g0 gives the GPU index only for one GPU (n == 1: one share, [-1] is [0]) and otherwise its node's "
+        "name, the same for every share (shared jobs sit on one node)"
+    ),
+    "scheduler/core/placement.py | Placer.explain: int: node, mask = cand.picks[0] -> node, mask = cand.picks[-1]": (
+        "inside `len(cand.picks) == 1`: the last pick is the first"
+    ),
+    "scheduler/core/placement.py | Placer.explain: int: groups[0] -> groups[-1] #2": (
+        "the leaf label is read only when len(groups) == 1: the last group is the first"
+    ),
+    "scheduler/core/placement.py | Placer.explain: int: groups[0] >= 0 -> groups[0] >= -1": (
+        "at LEVEL_POD_GROUP no group is negative: ClusterState.group_level gives LEVEL_FABRIC for a negative "
+        "group (a node in no leaf), and _eval's level is the highest group_level of its groups, so the test is "
+        "true either way"
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/placement.py | Placer.explain: int: pod = st.topo.groups[groups[0]].pod if "
+            "groups[0] >= 0 else -1 -> pod = st.topo.groups[groups[0]].pod if groups[0] >= 0 else -2",
+            "scheduler/core/placement.py | Placer.explain: int: pod = st.topo.groups[groups[0]].pod if "
+            "groups[0] >= 0 else -1 -> pod = st.topo.groups[groups[0]].pod if groups[0] >= 0 else -0",
+        ),
+        "unreachable else: at LEVEL_POD_GROUP no group is negative (ClusterState.group_level gives LEVEL_FABRIC "
+        "for a negative group, and _eval's level is the highest group_level of its groups)",
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/placement.py | Placer.explain: int: groups[0] -> groups[1]",
+            "scheduler/core/placement.py | Placer.explain: int: groups[0] -> groups[1] #3",
+        ),
+        "at LEVEL_POD_GROUP there are >= 2 groups, none negative, and all meet through a spine without the "
+        "core, so they are in one pod (tiers' pods are the connected leaf-and-spine components): the second "
+        "group's pod, and its sign, are the first's",
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/placement.py | Placer.explain: int: groups[0] -> groups[-1]",
+            "scheduler/core/placement.py | Placer.explain: int: groups[0] -> groups[-1] #3",
+        ),
+        "at LEVEL_POD_GROUP the groups, none negative, all meet through a spine without the core, so they are "
+        "in one pod (tiers' pods are the connected leaf-and-spine components): the last group's pod, and its "
+        "sign, are the first's",
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/placement.py | _balanced: int: alloc = [0] * len(frees) -> alloc = [1] * len(frees)",
+            "scheduler/core/placement.py | _balanced: int: alloc = [0] * len(frees) -> alloc = [-1] * len(frees)",
+        ),
+        "the loop runs over `order`, a permutation of every index, and writes alloc[i] for each before the list "
+        "is returned: the initial values are never read",
+    ),
+    "scheduler/core/placement.py | Placer.fail_reason: int: largest, where = (0, '') -> largest, where = (-1, '')": (
+        "a node in bucket j >= 1 has a free GPU, so an island with c >= 1 free: it beats 0 and -1 alike; with "
+        "no such node largest stays at its start, and island_block words any largest <= 0 the same (no node has "
+        "a free GPU)"
+    ),
+    "scheduler/core/placement.py | Placer.fail_reason: int: largest, where = (0, '') -> largest, where = (-1, '') #2": (
+        "a non-empty bucket j >= 1 beats 0 and -1 alike; with none largest stays at its start, and node_block "
+        "words any largest <= 0 the same (no node has a free GPU)"
+    ),
+    "scheduler/core/placement.py | Placer.fail_reason: int: best, where = (0, '') -> best, where = (-1, '')": (
+        "a domain with c >= 1 beats 0 and -1 alike; domains with c == 0 only make best 0 with a name that "
+        "leaf_block and pod_block never print: both word any best <= 0 the same (no leaf / pod has a free GPU)"
+    ),
+    "scheduler/core/placement.py | Placer.fail_reason: int: range(p.G, 0, -1) -> range(p.G, -1, -1)": (
+        "buckets[0] is always empty (ClusterState._set_node_free files a node under its count only when it is "
+        "not 0), so the extra j = 0 finds no node, and largest >= 0 then ends the loop as its end would"
+    ),
+    "scheduler/core/placement.py | Placer.fail_reason: int: range(p.G, 0, -1) -> range(p.G, -1, -1) #2": (
+        "buckets[0] is always empty (ClusterState._set_node_free files a node under its count only when it is "
+        "not 0): the extra j = 0 changes nothing"
+    ),
+    "scheduler/core/placement.py | Placer.fail_reason: compare: largest >= j -> largest > j": (
+        "going on below bucket j when largest == j: nodes there have at most j - 1 free GPUs, so no island "
+        "beats largest"
+    ),
 }
 
 
