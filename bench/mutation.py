@@ -1218,6 +1218,153 @@ EQUIVALENT: dict[str, str] = {
         "going on below bucket j when largest == j: nodes there have at most j - 1 free GPUs, so no island "
         "beats largest"
     ),
+    # scheduler/core/engine.py (issue 15)
+    **dict.fromkeys(
+        (
+            "scheduler/core/engine.py | _Round._preempt: negate: self._victims is None -> not self._victims is None",
+            "scheduler/core/engine.py | _Round._preempt: compare: self._victims is None -> self._victims is not None",
+        ),
+        "the cache is then never filled, so plan_preemption builds victim_index(st) itself on every call "
+        "(index=None): the same index, since what it reads (job_gpus, running[..].request.preemptible, "
+        "node.part, node.eligible) is fixed once the failures phase is over (commit, hold and release change "
+        "none of it; migration comes after), and plan_preemption only reads the index (stopping victims are "
+        "filtered there, per call)",
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/engine.py | _Round._forget: negate: s is not None -> not s is not None",
+            "scheduler/core/engine.py | _Round._forget: compare: s is not None -> s is None",
+        ),
+        "s is never None (ClusterState adds every node of a job's job_gpus to jobs_on_node in the same loop), "
+        "so the mutant only leaves the requeued job's id in jobs_on_node; both readers drop such ids: "
+        "backfill.plan_reservation keeps only ids in st.running (popped by _forget; nothing re-adds one), "
+        "preemption._plans_shared only ids in the victim index, built from job_gpus (popped by _forget) after "
+        "the failures phase",
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/engine.py | _Round.__init__: int: self.counters: dict[str, int] = {'pending': 0, "
+            "'placed': 0, 'placed_backfill_window': 0, 'class_skips': 0, 'searches': 0... -> self.counters: "
+            "dict[str, int] = {'pending': 1, 'placed': 0, 'placed_backfill_window': 0, 'class_skips': 0, "
+            "'searches': 0...",
+            "scheduler/core/engine.py | _Round.__init__: int: self.counters: dict[str, int] = {'pending': 0, "
+            "'placed': 0, 'placed_backfill_window': 0, 'class_skips': 0, 'searches': 0... -> self.counters: "
+            "dict[str, int] = {'pending': -1, 'placed': 0, 'placed_backfill_window': 0, 'class_skips': 0, "
+            "'searches': ...",
+        ),
+        "run() sets counters['pending'] = len(ordered) before anything reads the counters (the key keeps its "
+        "place in the dict)",
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/engine.py | _Round.__init__: int: ...on_attempts': 0, 'victims': 0, 'reservations': "
+            "0, 'claims': 0, 'claims_started': 0, 'claims_dropped': 0, 'min_run_protec... -> ...on_attempts': "
+            "0, 'victims': 0, 'reservations': 0, 'claims': 1, 'claims_started': 0, 'claims_dropped': 0, "
+            "'min_run_protec...",
+            "scheduler/core/engine.py | _Round.__init__: int: ...on_attempts': 0, 'victims': 0, 'reservations': "
+            "0, 'claims': 0, 'claims_started': 0, 'claims_dropped': 0, 'min_run_protec... -> ...on_attempts': "
+            "0, 'victims': 0, 'reservations': 0, 'claims': -1, 'claims_started': 0, 'claims_dropped': 0, "
+            "'min_run_prote...",
+        ),
+        "_place_all sets counters['claims'] = len(claims) before anything reads it (the key keeps its place in "
+        "the dict)",
+    ),
+    "scheduler/core/engine.py | _Round._place_all: compare: p < min_victim.get(req.pool, big) -> p <= "
+    "min_victim.get(req.pool, big)": (
+        "a running minimum: on p equal to the pool's current minimum the mutant stores the same value again "
+        "(and p == big only where big is already the default get() gives back)"
+    ),
+    "scheduler/core/engine.py | _describe: int: node, mask = cand.picks[0] -> node, mask = cand.picks[-1]": (
+        "that branch is taken only when len(cand.picks) == 1: picks[-1] is picks[0]"
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/engine.py | need_equiv: float: prof.compute_fraction if prof else 1.0 -> "
+            "prof.compute_fraction if prof else 2.0",
+            "scheduler/core/engine.py | need_equiv: float: prof.compute_fraction if prof else 1.0 -> "
+            "prof.compute_fraction if prof else 0.0",
+        ),
+        "unreachable: every JobCtx comes from Placer.context (reprice copies its parts), which refuses a MIG "
+        "job without a profile and keeps only the partitions whose profiles hold it, so "
+        "parts[0].profiles.get(...) is never None for a MIG job",
+    ),
+    "scheduler/core/engine.py | _Round._place_all: compare: r > svc_max.get(k3, -1) -> r >= svc_max.get(k3, -1)": (
+        "a running maximum: on r equal to the current maximum the mutant stores the same value again (levels "
+        "are >= 0, so never equal to the default -1)"
+    ),
+    "scheduler/core/engine.py | _Round._place_all: int: svc_max.get(k3, -1) -> svc_max.get(k3, -2)": (
+        "service levels are >= 0, so r > -1 and r > -2 hold alike: every preemptible running job's level is "
+        "compared as before"
+    ),
+    "scheduler/core/engine.py | _Round._place_all: int: svc_max.get(k3, -1) -> svc_max.get(k3, -0)": (
+        "only a line whose highest level is 0 loses its entry; service_floor then returns None for it, and did "
+        "before: its floor is a level + 1 >= 1 (0 + 1 when starving), and top 0 >= floor never holds"
+    ),
+    "scheduler/core/engine.py | _Round._place_all.<locals>.process: compare: p <= m -> p < m": (
+        "min(p, m) written out: where p == m the mutant takes m, the same number"
+    ),
+    "scheduler/core/engine.py | _Round._place_all.<locals>.process: compare: p0 <= maxp.get(job.tenant, "
+    "big) -> p0 < maxp.get(job.tenant, big)": (
+        "min(p0, max priority) written out: where they are equal the mutant takes the maximum, the same number"
+    ),
+    "scheduler/core/engine.py | _Round._preempt.<locals>.eligible: bool: return False -> return True": (
+        "unreachable: eligible is only asked about jobs in the victim index (plan_preemption walks the index, "
+        "and so does the 'later' lambda), and victim_index leaves out every job that is not preemptible"
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/engine.py | _Round._place_all: int: max((p.G for p in parts), default=0) -> "
+            "max((p.G for p in parts), default=1)",
+            "scheduler/core/engine.py | _Round._place_all: int: max((p.G for p in parts), default=0) -> "
+            "max((p.G for p in parts), default=-1)",
+            "scheduler/core/engine.py | _Round._place_all: int: max_g.get(j.pool, 0) -> max_g.get(j.pool, 1)",
+            "scheduler/core/engine.py | _Round._place_all: int: max_g.get(j.pool, 0) -> max_g.get(j.pool, -1)",
+        ),
+        "a pool with no partitions (or none in pool_parts) changes only multi_waiting of that pool, and "
+        "multi_waiting is read only for a job of that pool that has a placement (_leaf_wait); with no "
+        "partitions Placer.context finds no GPUs for its jobs (invalid request), so nothing reads it",
+    ),
+    "scheduler/core/engine.py | _describe: int: cand.shares[0] -> cand.shares[-1] #2": (
+        "every share of one candidate is of the job's one sharing kind (the placer builds them all with "
+        "_share_for for ctx.sharing): the last share's kind is the first's"
+    ),
+    "scheduler/core/engine.py | need_equiv: int: ctx.parts[0] -> ctx.parts[-1]": (
+        "for a MIG job every partition of ctx.parts holds its profile (Placer.context keeps only those), and a "
+        "profile name fixes its fraction: '<g>g.<mem>gb' is g / 7 on every 7-slice GPU, and the A30's names "
+        "(1g.6gb, 2g.12gb, 4g.24gb, g / 4) are no other GPU's; other sharing modes never read parts[0] here"
+    ),
+    "scheduler/core/engine.py | _Round._place_all: int: j.nodes or 1 -> j.nodes or 0": (
+        "the value is only compared with > 1: for nodes None (or 0) both 1 and 0 are not above 1"
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/engine.py | _Round._place_all.<locals>.process: float: need_equiv(c) if c is not "
+            "None else 0.0 -> need_equiv(c) if c is not None else 1.0",
+            "scheduler/core/engine.py | _Round._place_all.<locals>.process: float: need_equiv(c) if c is not "
+            "None else 0.0 -> need_equiv(c) if c is not None else -1.0",
+        ),
+        "entry[2] is read only after the 'ctx is None: invalid, return' check, so the need stored for a context "
+        "that is None is never read",
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/engine.py | _Round._place_all.<locals>.process: int: multi_waiting.get(pool, 0) -> "
+            "multi_waiting.get(pool, 1)",
+            "scheduler/core/engine.py | _Round._place_all.<locals>.process: int: multi_waiting.get(pool, 0) -> "
+            "multi_waiting.get(pool, -1)",
+        ),
+        "the default reaches _cross_cost as others = default - 1, which is only tested with others > 0: -1 (0), "
+        "0 (1) and -2 (-1) all take the no-others branch",
+    ),
+    "scheduler/core/engine.py | _Round._leaf_wait: int: lcand.picks[0] -> lcand.picks[-1]": (
+        "lcand is a placement with require='leaf': all its picks are in one leaf group, so the last pick's "
+        "group label is the first's"
+    ),
+    "scheduler/core/engine.py | _Round._preempt: float: young.get(v, 0.0) -> young.get(v, -1.0)": (
+        "young holds only positive waits, so the max is the same whenever the later plan has a young victim; "
+        "with none it is -1.0 instead of 0.0, and the value is only ever shown through reasons.duration, which "
+        "clamps it to 0 s either way"
+    ),
 }
 
 
