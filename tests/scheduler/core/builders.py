@@ -227,5 +227,32 @@ def two_leaves(gpus: int = 8, hosts_per_leaf: int = 2, **leaf_kw: Any) -> SnapBu
     return b
 
 
+def dataset_beside_n2() -> SnapBuilder:
+    """Leaves L1 (n1) and L2 (n2 and the storage host stor1) under spine S1; pool 1 'train' over n1 and n2."""
+    b = SnapBuilder()
+    b.spine("S1")
+    b.leaf("L1", ["n1"], {"S1": 1})
+    b.leaf("L2", ["n2", "stor1"], {"S1": 1})
+    b.set_node("stor1", storage=True)
+    b.pool(1, "train", hosts=["n1", "n2"])
+    return b
+
+
+def two_pods() -> SnapBuilder:
+    """Core C1 over spines S1 (leaves L1: n1, L2: n2; pod 0) and S2 (leaf L3: n3; pod 1), every cable one
+    400 Gb/s link; groups 0, 1, 2 in leaf order; pool 1 'p' over all."""
+    b = SnapBuilder()
+    b.core("C1")
+    b.spine("S1")
+    b.spine("S2")
+    b.leaf("L1", ["n1"], {"S1": 1})
+    b.leaf("L2", ["n2"], {"S1": 1})
+    b.leaf("L3", ["n3"], {"S2": 1})
+    b.uplink("S1", "C1")
+    b.uplink("S2", "C1")
+    b.pool(1, "p")
+    return b
+
+
 def config(**kw: Any) -> Config:
     return replace(Config(), **kw)

@@ -3,7 +3,7 @@
 import pytest
 
 from scheduler.core import schedule
-from tests.scheduler.core.builders import SnapBuilder, two_leaves
+from tests.scheduler.core.builders import SnapBuilder, dataset_beside_n2, two_leaves
 
 
 def gpus_of(b: SnapBuilder, placement) -> dict[str, list[int]]:
@@ -164,12 +164,7 @@ def test_two_to_one_leaf_prefers_staying_inside_the_leaf():
 
 
 def test_data_intensive_job_goes_next_to_its_dataset():
-    b = SnapBuilder()
-    b.spine("S1")
-    b.leaf("L1", ["n1"], {"S1": 1})
-    b.leaf("L2", ["n2", "stor1"], {"S1": 1})
-    b.set_node("stor1", storage=True)
-    b.pool(1, "train", hosts=["n1", "n2"])
+    b = dataset_beside_n2()
     p = place_one(b, gpus=8, workload="data-intensive", dataset_node="stor1")
     assert p.nodes == ("n2",)
     assert "dataset on stor1" in p.explanation
@@ -188,12 +183,7 @@ def test_data_intensive_job_avoids_leaves_with_hot_uplinks():
 
 
 def test_training_job_ignores_dataset_locality():
-    b = SnapBuilder()
-    b.spine("S1")
-    b.leaf("L1", ["n1"], {"S1": 1})
-    b.leaf("L2", ["n2", "stor1"], {"S1": 1})
-    b.set_node("stor1", storage=True)
-    b.pool(1, "train", hosts=["n1", "n2"])
+    b = dataset_beside_n2()
     p = place_one(b, gpus=8, dataset_node="stor1")
     assert p.cost["io_s"] == 0.0
 

@@ -6,7 +6,7 @@ from scheduler.core.placement import Placer, RingLoad
 from scheduler.core.state import ClusterState
 from scheduler.core.topology import build_topology
 from scheduler.core.types import Share
-from tests.scheduler.core.builders import SnapBuilder, config
+from tests.scheduler.core.builders import SnapBuilder, config, two_pods
 
 NO_MIX = config(fragmentation_max_classes=0)
 
@@ -274,28 +274,12 @@ def test_fail_reason_when_the_free_gpus_are_off_the_fabric():
 # ---------------------------------------------------------------- RingLoad: rings per node, leaf and pod
 
 
-def three_leaves_two_pods() -> SnapBuilder:
-    """Core C1 over spines S1 (leaves L1: n1, L2: n2; pod 0) and S2 (leaf L3: n3; pod 1); groups 0, 1, 2 in
-    leaf order."""
-    b = SnapBuilder()
-    b.core("C1")
-    b.spine("S1")
-    b.spine("S2")
-    b.leaf("L1", ["n1"], {"S1": 1})
-    b.leaf("L2", ["n2"], {"S1": 1})
-    b.leaf("L3", ["n3"], {"S2": 1})
-    b.uplink("S1", "C1")
-    b.uplink("S2", "C1")
-    b.pool(1, "p")
-    return b
-
-
 def ring_load(b: SnapBuilder) -> RingLoad:
     return RingLoad(ClusterState(b.snapshot(), build_topology(b.fabric)))
 
 
 def test_a_ring_through_the_spine_loads_its_leaves_uplinks_not_the_pods():
-    b = three_leaves_two_pods()
+    b = two_pods()
     b.run(9, {"n1": list(range(8)), "n2": list(range(8))})
     load = ring_load(b)
     assert load.of_job == {9: (("n1", "n2"), (0, 1), ())}
@@ -303,7 +287,7 @@ def test_a_ring_through_the_spine_loads_its_leaves_uplinks_not_the_pods():
 
 
 def test_a_ring_through_the_core_loads_its_leaves_and_pods():
-    b = three_leaves_two_pods()
+    b = two_pods()
     b.run(9, {"n1": list(range(8)), "n3": list(range(8))})
     load = ring_load(b)
     assert load.of_job == {9: (("n1", "n3"), (0, 2), (0, 1))}
@@ -322,7 +306,7 @@ def test_a_ring_inside_one_leaf_loads_only_its_nodes():
 
 def test_ring_counts_leave_out_the_asking_jobs_own_ring():
     # Jobs 9 (n1 + n3) and 10 (n1 + n2): two rings on n1 and on leaf 0, one on pod 0 and pod 1 (job 9 only).
-    b = three_leaves_two_pods()
+    b = two_pods()
     b.run(9, {"n1": [0, 1], "n3": [0, 1]})
     b.run(10, {"n1": [2, 3], "n2": [0, 1]})
     load = ring_load(b)
@@ -338,7 +322,7 @@ def test_ring_counts_leave_out_the_asking_jobs_own_ring():
 
 
 def test_a_stopping_job_has_no_ring():
-    b = three_leaves_two_pods()
+    b = two_pods()
     b.run(9, {"n1": [0], "n3": [0]}, stopping=True)
     load = ring_load(b)
     assert (load.nodes, load.of_job) == ({}, {})
@@ -546,7 +530,7 @@ def test_explain_a_ring_through_a_spine_names_its_pod():
     # n1 (L1) + n2 (L2), both under S1: pod 1 (pods count from 1 in words). Each leaf's one 400 Gb/s uplink
     # carries the ring alone: 48 GB/s like the HCAs; only the latency is a spine's (30 steps x 6 us instead
     # of 5 us: (0.1 + c + 180e-6) / (0.1 + c + 150e-6) = 1.0003 -> 1.00x).
-    b = three_leaves_two_pods()
+    b = two_pods()
     job = b.job(1, gpus=16)
     *_, p = commit(b, job)
     assert p.explanation == (
@@ -594,7 +578,7 @@ def test_explain_names_a_dataset_read_one_byte_a_step():
 
 def test_ring_counts_of_a_node_leaf_and_pod_without_rings_are_zero():
     # One ring, n1 + n2 through S1 (leaves 0 and 1, no pod); n3, leaf 2 and both pods carry none.
-    b = three_leaves_two_pods()
+    b = two_pods()
     b.run(9, {"n1": [0], "n2": [0]})
     load = ring_load(b)
     assert [load.on_node("n3"), load.on_group(2), load.on_pod(0), load.on_pod(1)] == [0, 0, 0, 0]

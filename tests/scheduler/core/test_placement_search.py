@@ -13,7 +13,7 @@ from scheduler.core.placement import Placer
 from scheduler.core.state import ClusterState
 from scheduler.core.topology import build_topology
 from scheduler.core.types import CostParams, Share
-from tests.scheduler.core.builders import SnapBuilder, config, two_leaves
+from tests.scheduler.core.builders import SnapBuilder, config, dataset_beside_n2, two_leaves
 
 # A ring all-reduce of 1 GiB over 8 GPUs of one NVLink island: 2 x 7/8 x 2**30 B / 477 GB/s, plus 2 x 7 ring
 # steps of 2 us (island latency).
@@ -423,12 +423,7 @@ def test_a_job_reading_a_single_byte_from_a_dataset_looks_at_the_datasets_leaf_f
     # n1 on leaf L1, n2 beside the dataset (stor1) on L2, both leaves alone under S1. One byte a step: the io is
     # some 1e-11 s either way, so both nodes are within 0.5 % of the ideal and break nothing (each takes its
     # whole node and leaf): the first node looked at wins, and the dataset's leaf is looked at first.
-    b = SnapBuilder()
-    b.spine("S1")
-    b.leaf("L1", ["n1"], {"S1": 1})
-    b.leaf("L2", ["n2", "stor1"], {"S1": 1})
-    b.set_node("stor1", storage=True)
-    b.pool(1, "train", hosts=["n1", "n2"])
+    b = dataset_beside_n2()
     placer = placer_of(b)
     cand = placer.find(ctx_of(placer, b.job(1, gpus=8, dataset_node="stor1", io_bytes_per_step=1.0)))
     assert names(cand) == ["n2"]
