@@ -1365,6 +1365,180 @@ EQUIVALENT: dict[str, str] = {
         "with none it is -1.0 instead of 0.0, and the value is only ever shown through reasons.duration, which "
         "clamps it to 0 s either way"
     ),
+    # scheduler/core/state.py (issue 15)
+    "scheduler/core/state.py | NodeSlot.__init__: bool: self.eligible = False -> self.eligible = True": (
+        "a NodeSlot is only built in ClusterState._build, whose loop sets node.eligible (pid is not None and up "
+        "and schedulable and G > 0) for every node right after building it, before anything reads it"
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/state.py | NodeSlot.__init__: float: self.net_gbs = 0.0 -> self.net_gbs = 1.0",
+            "scheduler/core/state.py | NodeSlot.__init__: float: self.net_gbs = 0.0 -> self.net_gbs = -1.0",
+        ),
+        "a NodeSlot is only built in ClusterState._build, which sets node.net_gbs = _node_net.get(name, 0.0) "
+        "for every node right after building it, before anything reads it",
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/state.py | ClusterState.share_fits: int: part.replicas if part else 1 -> "
+            "part.replicas if part else 2",
+            "scheduler/core/state.py | ClusterState.share_fits: int: part.replicas if part else 1 -> "
+            "part.replicas if part else 0",
+        ),
+        "share_fits has already returned False for a GPU whose node is not eligible, and an eligible node (pool "
+        "set, G > 0) always gets node.part in _build: part is never None at that line",
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/state.py | NodeSlot.__init__: float: self.nominal_gbs = 0.0 -> self.nominal_gbs = 1.0",
+            "scheduler/core/state.py | NodeSlot.__init__: float: self.nominal_gbs = 0.0 -> self.nominal_gbs = -1.0",
+        ),
+        "a NodeSlot is only built in ClusterState._build, which sets node.nominal_gbs = _node_nominal.get(name, "
+        "0.0) for every node right after building it, before anything reads it",
+    ),
+    "scheduler/core/state.py | NodeSlot.__init__: bool: self.hot = False -> self.hot = True": (
+        "a NodeSlot is only built in ClusterState._build, which sets node.hot = name in _node_hot for every "
+        "node right after building it, before anything reads it"
+    ),
+    "scheduler/core/state.py | NodeSlot.__init__: bool: self.err = False -> self.err = True": (
+        "a NodeSlot is only built in ClusterState._build, which sets node.err = name in _node_err for every "
+        "node right after building it, before anything reads it"
+    ),
+    "scheduler/core/state.py | NodeSlot.__init__: bool: self.reachable = False -> self.reachable = True": (
+        "a NodeSlot is only built in ClusterState._build, which sets node.reachable in both branches (in a leaf "
+        "group: True; else: not off_fabric) right after building it, before anything reads it"
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/state.py | Partition.__init__: float: self.nvlink_gbps = 0.0 -> self.nvlink_gbps = 1.0",
+            "scheduler/core/state.py | Partition.__init__: float: self.nvlink_gbps = 0.0 -> self.nvlink_gbps = -1.0",
+        ),
+        "a Partition is only built in ClusterState._build, whose second loop sets nvlink_gbps = max(...) for "
+        "every partition before anything reads it",
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/state.py | Partition.__init__: int: self.G = 0 -> self.G = 1",
+            "scheduler/core/state.py | Partition.__init__: int: self.G = 0 -> self.G = -1",
+        ),
+        "a Partition is only built in ClusterState._build, whose second loop sets part.G (the most GPUs of its "
+        "nodes) for every partition before anything reads it",
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/state.py | Partition.__init__: int: self.max_island = 0 -> self.max_island = 1",
+            "scheduler/core/state.py | Partition.__init__: int: self.max_island = 0 -> self.max_island = -1",
+        ),
+        "a Partition is only built in ClusterState._build, whose second loop sets max_island = max(..., "
+        "default=1) for every partition before anything reads it",
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/state.py | Partition.__init__: float: self.nominal_net = 0.0 -> self.nominal_net = 1.0",
+            "scheduler/core/state.py | Partition.__init__: float: self.nominal_net = 0.0 -> self.nominal_net = -1.0",
+        ),
+        "a Partition is only built in ClusterState._build, whose second loop sets nominal_net = max(...) for "
+        "every partition before anything reads it",
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/state.py | NodeSlot.__init__: int: self.group = -1 -> self.group = -2",
+            "scheduler/core/state.py | NodeSlot.__init__: int: self.group = -1 -> self.group = -0",
+        ),
+        "a NodeSlot is only built in ClusterState._build, which sets node.group in both branches (its leaf "
+        "group's id, or -1 - i) right after building it, before anything reads it",
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/state.py | ClusterState.__init__: int: self._journal_depth = 0 -> self._journal_depth = 1",
+            "scheduler/core/state.py | ClusterState.__init__: int: self._journal_depth = 0 -> self._journal_depth = -1",
+        ),
+        "the depth is only read by _close_journal (rollback, keep) after a journal(); journal() resets it to 0 "
+        "whenever it opens a log (journal_log None, as at the start); a keep() with no journal open leaves "
+        "journal_log None with any depth, and the next journal() resets the depth again",
+    ),
+    "scheduler/core/state.py | Partition.__init__: int: range(101) -> range(102)": (
+        "an extra, always empty bucket 101: an MPS key is 100 - mps_pct with mps_pct >= 0, so at most 100, and "
+        "the placer reads mps_b only at indexes up to 100 (range(pct, 100), range(pct, 101), mps_b[100])"
+    ),
+    "scheduler/core/state.py | Partition.__init__: int: range(9) -> range(10)": (
+        "an extra, always empty bucket 9 per MIG profile: a MIG key is min(8, ...), and the placer only "
+        "iterates the buckets (an empty one yields nothing)"
+    ),
+    "scheduler/core/state.py | ClusterState._build: int: G + 1 -> G + 2": (
+        "an extra, always empty bucket G + 1 in part.buckets: no node has more than G free GPUs, and every "
+        "reader stops at G (range(n, G + 1), range(G, 0, -1), range(k, p.G + 1))"
+    ),
+    "scheduler/core/state.py | ClusterState._build: int: G + 1 -> G + 2 #2": (
+        "an extra, always empty bucket G + 1 in part.gbuckets[group]: no node has more than G free GPUs; "
+        "readers stop at G (range(j, G + 1), range(G, 0, -1)) or sum bucket sizes (nodes_with_at_least), where "
+        "an empty bucket adds 0"
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/state.py | ClusterState._build: float: part.nvlink_gbps = max((g.nvlink for n in "
+            "part.nodes for g in n.gpus), default=0.0) -> part.nvlink_gbps = max((g.nvlink for n in part.nodes "
+            "for g in n.gpus), default=1.0)",
+            "scheduler/core/state.py | ClusterState._build: float: part.nvlink_gbps = max((g.nvlink for n in "
+            "part.nodes for g in n.gpus), default=0.0) -> part.nvlink_gbps = max((g.nvlink for n in part.nodes "
+            "for g in n.gpus), default=-1.0)",
+        ),
+        "a partition is made for a node with G > 0 and holds it: the generator is never empty, the default never used",
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/state.py | ClusterState._build: int: part.max_island = max((im.bit_count() for n in "
+            "part.nodes for im in n.islands), default=1) -> part.max_island = max((im.bit_count() for n in "
+            "part.nodes for im in n.islands), default=2)",
+            "scheduler/core/state.py | ClusterState._build: int: part.max_island = max((im.bit_count() for n in "
+            "part.nodes for im in n.islands), default=1) -> part.max_island = max((im.bit_count() for n in "
+            "part.nodes for im in n.islands), default=0)",
+        ),
+        "a partition's nodes have G > 0 and NodeSlot puts every GPU in an island (its own when no NVLink island "
+        "names it): the generator is never empty, the default never used",
+    ),
+    **dict.fromkeys(
+        (
+            "scheduler/core/state.py | ClusterState._build: float: part.nominal_net = max((n.nominal_gbs for n "
+            "in part.nodes), default=0.0) -> part.nominal_net = max((n.nominal_gbs for n in part.nodes), "
+            "default=1.0)",
+            "scheduler/core/state.py | ClusterState._build: float: part.nominal_net = max((n.nominal_gbs for n "
+            "in part.nodes), default=0.0) -> part.nominal_net = max((n.nominal_gbs for n in part.nodes), "
+            "default=-1.0)",
+        ),
+        "a partition is made for a node and holds it: part.nodes is never empty, the default never used",
+    ),
+    "scheduler/core/state.py | ClusterState._set_node_free: boolop: part is None or not node.eligible -> "
+    "part is None and (not node.eligible)": (
+        "both forms are False on every call: _set_node_free only runs for a changed mask, and only an eligible "
+        "node's mask changes (_build calls it under node.eligible; _refresh on a GPU of an ineligible node "
+        "computes mask & ~bit from a mask that is still 0); eligibility is fixed after _build, and an eligible "
+        "node (pool set, G > 0) always has a part"
+    ),
+    "scheduler/core/state.py | ClusterState._refresh: int: key = min(8, max(0, free_slots)) -> key = min(9, "
+    "max(0, free_slots))": (
+        "free_slots = total_slots - (bits of the mask within total_slots) is at most total_slots <= 8"
+    ),
+    "scheduler/core/state.py | ClusterState._refresh: int: max(0, free_slots) -> max(1, free_slots)": (
+        "free_slots is 0 only when every slot of the GPU is taken; then no profile has a free start (each "
+        "profile's mask is a non-empty set of those slots), so key stays None whatever max gives"
+    ),
+    "scheduler/core/state.py | ClusterState._refresh: int: max(0, free_slots) -> max(-1, free_slots)": (
+        "free_slots = total_slots - (bits of the mask within total_slots) is never negative"
+    ),
+    "scheduler/core/state.py | ClusterState._refresh: int: 1 << prof.total_slots -> 2 << prof.total_slots": (
+        "the mask has a bit at or above total_slots only for an unknown profile (0xFF) on a 4-slot A30; then "
+        "every slot is taken, no profile has a free start and key stays None, whatever free_slots comes to"
+    ),
+    "scheduler/core/state.py | ClusterState._refresh: int: 1 << prof.total_slots -> 0 << prof.total_slots": (
+        "(0 << n) - 1 = -1 keeps the whole mask; it has a bit at or above total_slots only for an unknown "
+        "profile (0xFF) on a 4-slot A30; then every slot is taken, no profile has a free start and key stays "
+        "None"
+    ),
+    "scheduler/core/state.py | ClusterState._live_network: float: util.get(key, 0.0) -> util.get(key, -1.0)": (
+        "the default only answers `> 0` for an erroring link with no utilisation entry: -1.0 > 0 and 0.0 > 0 "
+        "are both False"
+    ),
 }
 
 
