@@ -2302,6 +2302,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{m.path}:{m.line}  {_one_line(m.ident)}{eq}")
         return 0
     known = {m.ident for path in targets for m in mutants(path)}
+    keys = {line.strip() for line in args.keys.read_text().splitlines() if line.strip()} if args.keys else None
+    for key in sorted((keys or set()) - {_one_line(k) for k in known}):
+        print(f"! --keys names no mutant of the targets (a typo, or the code changed): {key}", flush=True)
     for ident in EQUIVALENT:
         if ident.split(" | ")[0] in targets and ident not in known:
             print(f"! allow-list entry matches no mutant (stale): {ident}", flush=True)
@@ -2311,7 +2314,6 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = scratch
         _preload()
         sel = Selector(coverage_pass(args.retrace))
-        keys = {line.strip() for line in args.keys.read_text().splitlines() if line.strip()} if args.keys else None
         summaries = [run_module(path, sel, args.only, args.check_equivalent, keys) for path in targets]
     print("\nmodule                                    mutants killed timeout survived equiv  score   raw")
     for s in summaries:
