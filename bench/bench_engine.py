@@ -22,7 +22,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scheduler.core.engine import schedule
-from scheduler.core.synthetic import synthetic_snapshot
+from scheduler.core.synthetic import next_round, synthetic_snapshot
 from scheduler.core.topology import build_topology
 
 
@@ -43,6 +43,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--running-fraction", type=float, default=0.7)
+    ap.add_argument(
+        "--churn",
+        type=float,
+        default=0.0,
+        help="churn rounds instead: round 1 fills the cluster, then before each timed round its decisions run "
+        "and this share of the running jobs ends while as many new jobs arrive (synthetic.next_round)",
+    )
     args = ap.parse_args(argv)
     if args.rounds < 1:
         ap.error("--rounds must be >= 1")
@@ -63,7 +70,16 @@ def main(argv: list[str] | None = None) -> int:
     times: list[float] = []
     cpu: list[float] = []
     rounds = []
+    if args.churn > 0:
+        t0 = time.perf_counter()
+        dec = schedule(snap)
+        print(
+            f"round 0 (fills the cluster, not timed below): {(time.perf_counter() - t0) * 1000:.1f} ms, "
+            f"{len(dec.placements)} placements"
+        )
     for i in range(args.rounds):
+        if args.churn > 0:
+            snap = next_round(snap, dec, args.churn, seed=args.seed + i)
         t0 = time.perf_counter()
         c0 = time.process_time()
         dec = schedule(snap)

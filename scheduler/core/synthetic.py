@@ -18,6 +18,7 @@ Pending jobs: sizes 1, 2, 4, 8, 16, 32, 64 GPUs (weights 35/15/15/20/7/5/3), ~12
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from fabric.importers.fattree import generate_fat_tree
 from fabric.topology.convert import fabric_from_parsed
@@ -25,6 +26,7 @@ from scheduler.core.mig import profiles_for
 from scheduler.core.topology import build_topology
 from scheduler.core.types import (
     Config,
+    Decisions,
     GpuState,
     JobRequest,
     NodeState,
@@ -301,3 +303,64 @@ def synthetic_snapshot(
         config=config or Config(),
         topology=build_topology(fabric) if with_topology else None,
     )
+
+
+def _hold(gs: GpuState, share: Share, job_id: int, sign: int) -> GpuState:
+    """The GPU with the share taken (sign 1) or given back (sign -1)."""
+    if share.kind == "whole":
+        return replace(gs, exclusive_job=job_id if sign > 0 else None)
+    if share.kind == "mps":
+        return replace(
+            gs,
+            mps_compute_pct_used=gs.mps_compute_pct_used + sign * share.compute_pct,
+            mps_memory_mib_used=gs.mps_memory_mib_used + sign * share.memory_mib,
+        )
+    if share.kind == "mig":
+        slot = (share.mig_profile or "", share.mig_start or 0)
+        used = (*gs.mig_used, slot) if sign > 0 else tuple(u for u in gs.mig_used if u != slot)
+        return replace(gs, mig_used=used)
+    return replace(gs, timeslice_used=gs.timeslice_used + sign)
+
+
+def next_round(
+    snapshot: Snapshot, decisions: Decisions, finish: float = 0.01, seed: int = 0, dt_s: float = 30.0
+) -> Snapshot:
+    """The cluster one round later, as production sees it: the round's placements run, its preempted and
+    requeued jobs wait again, then `finish` of the running jobs end and as many new jobs arrive (copies of
+    queued ones with new ids, so the mix stays the same). Migrations are left where they ran. Deterministic
+    for one seed; the snapshot given is not changed."""
+    rng = random.Random(seed)
+    now = snapshot.now + dt_s
+    gpu = {g.id: g for n in snapshot.nodes for g in n.gpus}
+    pending = {j.id: j for j in snapshot.pending}
+    running = {rj.request.id: rj for rj in snapshot.running}
+    for jid in [*(v for v, _ in decisions.requeues), *(p.job_id for p in decisions.preemptions)]:
+        rj = running.pop(jid, None)
+        if rj is None:
+            continue
+        for sh in rj.shares:
+            gpu[sh.gpu_id] = _hold(gpu[sh.gpu_id], sh, jid, -1)
+        pending[jid] = rj.request
+    for jid, _ in decisions.failures:
+        rj = running.pop(jid, None)
+        for sh in rj.shares if rj is not None else ():
+            gpu[sh.gpu_id] = _hold(gpu[sh.gpu_id], sh, jid, -1)
+    for p in decisions.placements:
+        job = pending.pop(p.job_id)
+        for sh in p.shares:
+            gpu[sh.gpu_id] = _hold(gpu[sh.gpu_id], sh, p.job_id, 1)
+        running[p.job_id] = RunningJob(job, p.shares, now, None, p.borrowed)
+    ended = sorted(running)
+    k = round(finish * len(ended))
+    for jid in rng.sample(ended, k):
+        rj = running.pop(jid)
+        for sh in rj.shares:
+            gpu[sh.gpu_id] = _hold(gpu[sh.gpu_id], sh, jid, -1)
+    queued = sorted(pending.values(), key=lambda j: j.id)
+    top_id = max([*pending, *running, 0])
+    top_seq = max([j.queue_seq for j in queued] + [rj.request.queue_seq for rj in running.values()] + [0])
+    for i, like in enumerate(rng.sample(queued, min(k, len(queued)))):
+        copy = replace(like, id=top_id + 1 + i, queue_seq=top_seq + 1 + i, submitted_at=now, attained_gpu_s=0.0)
+        pending[copy.id] = copy
+    nodes = [replace(n, gpus=tuple(gpu[g.id] for g in n.gpus)) if n.gpus else n for n in snapshot.nodes]
+    return replace(snapshot, now=now, nodes=nodes, pending=list(pending.values()), running=list(running.values()))
