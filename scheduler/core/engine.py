@@ -140,7 +140,11 @@ class _Round:
             if cfg.service_order
             else None
         )
-        pctx = PolicyContext(self.tenants, running_gpus, cfg.fairshare_horizon_h, snap.now, self.service)
+        # Every job's service sort key, once: the policy orders by it and the placement loop reads its level.
+        self.service_keys = self.service.sort_keys(pending, snap.now) if self.service is not None else None
+        pctx = PolicyContext(
+            self.tenants, running_gpus, cfg.fairshare_horizon_h, snap.now, self.service, self.service_keys
+        )
         ordered = self.policy.order(pending, pctx)
         self.dec.queue_order = [j.id for j in ordered]
         self.counters["pending"] = len(ordered)
@@ -269,6 +273,10 @@ class _Round:
                 if r > svc_max.get(k3, -1):
                     svc_max[k3] = r
 
+        # The levels the queue was ordered by (ServiceRank.sort_keys); not shared when a base <= 1 makes
+        # sort_keys and level() part ways.
+        own_keys = self.service_keys if svc is not None and svc is self.service and svc.base > 1 else None
+
         def service_floor(job: JobRequest, prio: int) -> int | None:
             """The service level a running job of this job's own line must be at to give way to it."""
             if svc is None:
@@ -276,7 +284,9 @@ class _Round:
             top = svc_max.get((job.tenant, job.pool, prio))
             if top is None:
                 return None
-            floor = (0 if svc.starving(job, now) else svc.level(job)) + 1
+            k = own_keys.get(job.id) if own_keys is not None else None
+            # The queue's sort key starts with the level the job is at, 0 when it starves: the same sum.
+            floor = (k[0] if k is not None else 0 if svc.starving(job, now) else svc.level(job)) + 1
             return floor if top >= floor else None
 
         def process(job: JobRequest, cacheable: bool) -> None:
@@ -428,11 +438,11 @@ class _Round:
             if backfill:
                 lst = pool_res.setdefault(pool, [])
                 tried = res_tried.get(pool, 0)
-                if (
-                    sum(1 for r in lst if r.job_id not in leaf_held) < cfg.reservations_per_pool
-                    and tried < _RESERVATION_TRIES
+                if (  # cheapest test first: most jobs reach here after their pool's tries are spent
+                    tried < _RESERVATION_TRIES
                     and key not in res_tried_keys
                     and not reason.startswith("waiting for reserved")
+                    and sum(1 for r in lst if r.job_id not in leaf_held) < cfg.reservations_per_pool
                 ):
                     res_tried[pool] = tried + 1
                     res_tried_keys.add(key)

@@ -38,6 +38,8 @@ class PolicyContext:
     fairshare_horizon_h: float = 1.0
     now: float = 0.0
     service: ServiceRank | None = None  # within a tenant: rank by expected remaining service (None: queue_seq)
+    # `service.sort_keys(jobs, now)` when the caller has them already (the engine reads the levels too).
+    service_keys: dict[int, tuple] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +173,7 @@ class PriorityFairSharePolicy:
         svc = ctx.service
         if svc is not None:
             now = ctx.now
-            memo = svc.sort_keys(jobs, now)
+            memo = ctx.service_keys if ctx.service_keys is not None else svc.sort_keys(jobs, now)
             within = lambda j: memo[j.id]  # noqa: E731
         else:
             within = _seq

@@ -401,3 +401,17 @@ def test_level_agrees_with_sort_keys_for_a_base_of_one():
 def test_a_tenant_without_state_keeps_a_priority_above_two_to_the_62():
     jobs = [job(1, prio=2**62), job(2, prio=2**62 + 1)]
     assert ids(PriorityFairSharePolicy().order(jobs, ctx())) == [2, 1]
+
+
+def test_service_sort_keys_given_by_the_caller_are_the_ones_used():
+    # The engine computes every job's service key once and hands them in; the policy does not recompute them.
+    from scheduler.core.policies import PolicyContext, PriorityFairSharePolicy, ServiceRank
+    from scheduler.core.types import JobRequest, TenantState
+
+    a = JobRequest(id=1, tenant="t", pool=1, gpus=1, queue_seq=1)
+    b = JobRequest(id=2, tenant="t", pool=1, gpus=1, queue_seq=2)
+    keys = {1: (1, 1, 0.0, 1, 1), 2: (0, 1, 0.0, 2, 2)}  # b's level is lower: b first
+    ctx = PolicyContext({"t": TenantState("t")}, service=ServiceRank(), service_keys=keys)
+    assert [j.id for j in PriorityFairSharePolicy().order([a, b], ctx)] == [2, 1]
+    ctx_own = PolicyContext({"t": TenantState("t")}, service=ServiceRank())
+    assert [j.id for j in PriorityFairSharePolicy().order([a, b], ctx_own)] == [1, 2]
