@@ -3,6 +3,8 @@ test_liveness_pipeline.py)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from django.core.cache import cache
 
@@ -147,3 +149,32 @@ def test_a_link_that_stays_down_keeps_its_alert_open_past_the_hold_down(cluster)
     alert = Alert.objects.get(rule="port_down")
     assert alert.cleared_at is None and alert.last_seen.timestamp() == 1200.0
     assert Link.objects.get(pk=port.link_id).state == "down"
+
+
+def test_the_next_poll_in_the_same_worker_reads_no_previous_sample_from_the_cache(cluster, monkeypatch):
+    ingest_samples(cluster.pk, poll(cluster, 1000.0, 0))
+    asked: list[str] = []
+    real = cache.get_many
+    monkeypatch.setattr(cache, "get_many", lambda keys, *a, **kw: asked.extend(keys) or real(keys, *a, **kw))
+    result = ingest_samples(cluster.pk, poll(cluster, 1001.0, GB))
+    assert asked == []  # this worker wrote every node's previous sample: it still holds them
+    node = Node.objects.filter(cluster=cluster).order_by("hostname").first()
+    port = Port.objects.filter(hca__node=node).order_by("pk").first()
+    rate = PortMetric.objects.get(port=port, at=datetime.fromtimestamp(1001, UTC)).tx_bytes_per_s
+    assert rate == 4 * GB  # (GB units x 4 octets) in 1 s: rates from the held sample, as from the cache
+    assert node.hostname in result.stored
+
+
+def test_a_sample_another_worker_stored_since_is_read_from_the_cache(cluster):
+    from fabric import latest
+
+    node = Node.objects.filter(cluster=cluster).order_by("hostname").first()
+    ingest_samples(cluster.pk, [host_sample(node, 1000.0, 0)])
+    # Another worker ingests t=1001 for this node: the cache has it, this process's memory holds t=1000.
+    latest._MEMO[cluster.pk].pop(node.hostname)
+    ingest_samples(cluster.pk, [host_sample(node, 1001.0, GB)])
+    latest._MEMO[cluster.pk][node.hostname] = (1000.0, host_sample(node, 1000.0, 0), {})
+    ingest_samples(cluster.pk, [host_sample(node, 1002.0, 3 * GB)])
+    port = Port.objects.filter(hca__node=node).order_by("pk").first()
+    # From t=1001 (GB units): 2 GB units in 1 s. From the stale t=1000 it would be 3 GB units over 2 s.
+    assert PortMetric.objects.get(port=port, at=datetime.fromtimestamp(1002, UTC)).tx_bytes_per_s == 2 * 4 * GB
