@@ -8,6 +8,7 @@ it has been absent for a while, so a flapping condition does not raise and clear
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from functools import lru_cache
 from typing import Literal
 
 from fabric.collectors.samples import GpuSample, PortSample
@@ -71,12 +72,19 @@ class Thresholds:
     xmit_wait_tick_s: float = 1e-9
 
     def error_limits(self) -> dict[str, int]:
-        skip = {"xmit_wait_fraction", "xmit_wait_tick_s"}
-        return {
-            f.name: getattr(self, f.name)
-            for f in fields(self)
-            if f.name not in skip and getattr(self, f.name) is not None
-        }
+        return dict(_error_limits(self))
+
+
+@lru_cache(maxsize=64)
+def _error_limits(th: Thresholds) -> tuple[tuple[str, int], ...]:
+    """(counter, limit) of the enabled error rules: once per thresholds, not once per port (20,000 a poll)."""
+    skip = {"xmit_wait_fraction", "xmit_wait_tick_s"}
+    return tuple(
+        (f.name, getattr(th, f.name)) for f in fields(th) if f.name not in skip and getattr(th, f.name) is not None
+    )
+
+
+DEFAULT_THRESHOLDS = Thresholds()
 
 
 def gpu_key(gpu: GpuSample) -> str:
@@ -159,7 +167,7 @@ def evaluate_port(
     as long as it stays down: the finding repeats every poll so its alert stays open until the link is back.
     An uncabled port that never came up is no finding.
     """
-    th = thresholds or Thresholds()
+    th = thresholds or DEFAULT_THRESHOLDS
     k = key or port_key(cur)
     out: list[Finding] = []
 
@@ -171,11 +179,16 @@ def evaluate_port(
     if rates is None or rates.interval_s is None:
         return out
 
-    over = {
-        name: rates.error_deltas[name]
-        for name, limit in th.error_limits().items()
-        if rates.error_deltas.get(name) is not None and rates.error_deltas[name] >= limit
-    }
+    deltas = rates.error_deltas
+    over = (
+        {
+            name: deltas[name]
+            for name, limit in _error_limits(th)
+            if deltas.get(name) is not None and deltas[name] >= limit
+        }
+        if deltas
+        else {}
+    )
     if over:
         detail = ", ".join(f"{name} +{n}" for name, n in over.items())
         out.append(
