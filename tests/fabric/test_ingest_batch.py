@@ -178,3 +178,28 @@ def test_a_sample_another_worker_stored_since_is_read_from_the_cache(cluster):
     port = Port.objects.filter(hca__node=node).order_by("pk").first()
     # From t=1001 (GB units): 2 GB units in 1 s. From the stale t=1000 it would be 3 GB units over 2 s.
     assert PortMetric.objects.get(port=port, at=datetime.fromtimestamp(1002, UTC)).tx_bytes_per_s == 2 * 4 * GB
+
+
+def test_deleting_a_gpu_deletes_its_rows_without_a_database_constraint(cluster):
+    from fabric.models import GpuMetric
+
+    ingest_samples(cluster.pk, poll(cluster, 1000.0, 0))
+    gpu = GPU.objects.filter(node__cluster=cluster).order_by("pk").first()
+    assert GpuMetric.objects.filter(gpu=gpu).count() == 1
+    gpu.delete()  # Django's CASCADE, as the cluster's deletion does
+    assert GpuMetric.objects.filter(gpu_id=gpu.pk).count() == 0
+    assert GpuMetric.objects.count() == 8 * 8 - 1
+
+
+def test_a_port_rows_error_growth_is_stored_as_json_and_none_as_an_empty_object(cluster):
+    node = Node.objects.filter(cluster=cluster).order_by("hostname").first()
+    first = host_sample(node, 1000.0, 0)
+    first.ports[0].counters["symbol_error"] = 0
+    ingest_samples(cluster.pk, [first])
+    later = host_sample(node, 1001.0, GB)
+    later.ports[0].counters["symbol_error"] = 5
+    ingest_samples(cluster.pk, [later])
+    rows = PortMetric.objects.filter(port__hca__node=node, at=datetime.fromtimestamp(1001, UTC)).order_by("port_id")
+    errors = [r.errors for r in rows]
+    assert {"symbol_error": 5} in errors
+    assert errors.count({}) == len(errors) - 1
