@@ -78,7 +78,7 @@ def main() -> None:
         poll(cluster_id)
         print(f"{n} servers: demo built and polled in {time.perf_counter() - t0:.1f} s")
         for topic in FABRIC_TOPICS:
-            group = broadcast.fabric_group(cluster_id)
+            group = broadcast.fabric_group(cluster_id, topic)
             builds, encodes, sent = [], [], []
             for _ in range(args.runs):
                 cache.delete(broadcast.state_key(cluster_id, topic))  # a baseline missing: built as on first use

@@ -5,9 +5,10 @@ round after commit, fabric and job events through `on_fabric_event` / `on_job_ev
 flagged in the cache, and the first mark of a window enqueues `dashboard.tasks.broadcast` with a countdown that
 keeps each group at one message per second at most (`INTERVAL_S`). The task (`flush`) builds the current state of
 the dirty topics (dashboard.selectors), diffs it against the state it last sent (kept in the cache per cluster and
-topic: the *baseline*), and does one `group_send` per group: `fabric.<id>`, `queue.<id>`, and `queue.<id>.t<tenant>`
-for each tenant whose own jobs changed, filtered to them. Never one message per client: Channels fans a group out,
-and the frames go as text encoded once.
+topic: the *baseline*), and does one `group_send` per group: `fabric.<id>.<topic>` for each fabric topic that changed
+(one group per topic, so a page that shows the overview only never receives the fabric's or the GPUs' frames),
+`queue.<id>`, and `queue.<id>.t<tenant>` for each tenant whose own jobs changed, filtered to them. Never one message
+per client: Channels fans a group out, and the frames go encoded once.
 
 Sockets start from the same baseline (`snapshot_frames`), so a snapshot plus the deltas that follow it always add
 up to what the broadcaster sent. A baseline missing (first use, an emptied cache) is built and stored, and the
@@ -27,7 +28,7 @@ import json
 import logging
 import struct
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -74,8 +75,10 @@ def clock() -> float:
     return time.time()
 
 
-def fabric_group(cluster_id: int) -> str:
-    return f"fabric.{cluster_id}"
+def fabric_group(cluster_id: int, topic: str) -> str:
+    """The group of one topic of the fabric socket; each has its own seq, so a socket that receives some topics
+    only sees no gaps."""
+    return f"fabric.{cluster_id}.{topic}"
 
 
 def queue_group(cluster_id: int, tenant_id: int | None = None) -> str:
@@ -233,8 +236,9 @@ def _broadcast(cluster_id: int, topics: tuple[str, ...], now: float) -> dict[str
     # The new baseline before the sequence numbers move: a socket reads the seq first, then the baseline.
     cache.set_many({state_key(cluster_id, t): current[t] for t in topics}, STATE_TTL_S)
     sent: dict[str, int] = {}
-    if frames:
-        sent[fabric_group(cluster_id)] = _send(fabric_group(cluster_id), frames)
+    for kind, topic, data in frames:
+        group = fabric_group(cluster_id, topic)
+        sent[group] = _send(group, [(kind, topic, data)])
     if "queue" in topics:
         sent.update(_send_queue(cluster_id, before.get(state_key(cluster_id, "queue")), current["queue"]))
     return {"topics": topics, "sent": sent}
@@ -648,12 +652,14 @@ def _diff_queue(before: dict, after: dict) -> tuple[str | None, Any]:
 
 
 def snapshot_frames(
-    cluster_id: int, topics: Iterable[str], group: str, *, tenant: str | None = None
+    cluster_id: int, topics: Iterable[str], group: str | Mapping[str, str], *, tenant: str | None = None
 ) -> list[dict] | None:
     """One snapshot frame per topic, from the broadcaster's baseline (built and stored when missing), carrying
-    the group's current seq: the deltas that follow on the socket continue from seq + 1. None: no such cluster."""
+    the current seq of the topic's group (`group`: one for every topic, or each topic's): the deltas that follow on
+    the socket continue from seq + 1. None: no such cluster."""
     wanted = _topics(topics)
-    seq = cache.get(seq_key(group)) or 0  # before the baselines: see _broadcast
+    groups = {t: group if isinstance(group, str) else group[t] for t in wanted}
+    seqs = cache.get_many([seq_key(g) for g in set(groups.values())])  # before the baselines: see _broadcast
     keys = {t: state_key(cluster_id, t) for t in wanted}
     found = cache.get_many(list(keys.values()))
     states = {t: found[k] for t, k in keys.items() if k in found}
@@ -674,7 +680,7 @@ def snapshot_frames(
         data = states[t]
         if t == "queue":
             data = _fresh_waits(selectors.for_tenant(data, tenant) if tenant is not None else data)
-        frames.append({"type": "snapshot", "topic": t, "seq": seq, "data": data})
+        frames.append({"type": "snapshot", "topic": t, "seq": seqs.get(seq_key(groups[t])) or 0, "data": data})
     return frames
 
 

@@ -1,8 +1,13 @@
-"""The live sockets of a cluster (docs/dashboard.md): snapshots on connect and on `resync`, then the group's deltas.
+"""The live sockets of a cluster (docs/dashboard.md): snapshots on connect and on `resync`, then the groups' deltas.
 
 `clusterctl.asgi` checks the Origin (AllowedHostsOriginValidator) and loads the session user before a consumer
 runs. A consumer accepts first and then closes with a code the page can read: 4401 anonymous, 4403 no access,
-4404 no such cluster (a refusal before accepting reaches the browser as a bare 403, code 1006).
+4404 no such cluster, 4400 a topic the socket does not carry (a refusal before accepting reaches the browser as a
+bare 403, code 1006).
+
+A page names the topics it shows (`?topics=overview`, or later `{"type": "subscribe", "topics": [...]}`) and joins
+only their groups, one per topic: the overview's cards never download the fabric's and GPUs' snapshots and deltas.
+Naming none means all of the socket's topics.
 
 Frames from the broadcaster arrive encoded once per group (`dashboard.push`: text, or binary for the fabric and GPU
 topics, `broadcast.wire`) and go out as they are.
@@ -16,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import logging
+from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -27,6 +33,7 @@ from scheduler.api.access import tenant_of
 
 log = logging.getLogger(__name__)
 
+CLOSE_UNKNOWN_TOPIC = 4400
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
@@ -35,13 +42,13 @@ GROUP_REFRESH_S = 600.0
 
 
 class LiveConsumer(AsyncWebsocketConsumer):
-    """Common part: access check, group membership, snapshots, resync, pushes."""
+    """Common part: access check, topics asked, group membership, snapshots, resync, pushes."""
 
-    topics: tuple[str, ...] = ()
+    topics: tuple[str, ...] = ()  # what the socket carries; a page asks for some or all of them
 
     async def connect(self) -> None:
         self.cluster_id = int(self.scope["url_route"]["kwargs"]["cluster_id"])
-        self.live_groups: list[str] = []
+        self.groups: dict[str, str] = {}  # topic -> its group, for the topics this socket receives
         self.tenant: str | None = None
         self._refresher: asyncio.Task | None = None
         broadcast.sockets_run_in(asyncio.get_running_loop())
@@ -54,22 +61,43 @@ class LiveConsumer(AsyncWebsocketConsumer):
         if refused:
             await self.close(code=refused)
             return
+        named = self._query_topics()
+        asked = self.known(named) if named else self.topics
+        if asked is None:
+            await self.close(code=CLOSE_UNKNOWN_TOPIC)
+            return
+        self.groups = {t: self.group_of(t) for t in asked}
         if not await self._join():
             await self.close(code=CLOSE_SERVER_ERROR)
             return
-        if await self.send_snapshots(self.topics):
+        if await self.send_snapshots(asked):
             self._refresher = asyncio.ensure_future(self._keep_membership())
 
     def authorise(self, user) -> int | None:
-        """Set `live_groups` (and `tenant`) for this user, or return the close code that refuses it."""
+        """Note what `group_of` needs for this user (its tenant), or return the close code that refuses it."""
         raise NotImplementedError
+
+    def group_of(self, topic: str) -> str:
+        """The Channels group whose frames of `topic` this socket receives."""
+        raise NotImplementedError
+
+    def known(self, names) -> tuple[str, ...] | None:
+        """The socket's topics among `names`, in its order; None when one is not a topic of this socket: a page
+        that misspells one is told (4400) rather than left waiting for a snapshot that never comes."""
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or set(names) - set(self.topics):
+            return None
+        return tuple(t for t in self.topics if t in names)
+
+    def _query_topics(self) -> list[str]:
+        query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))
+        return [name for value in query.get("topics", []) for name in value.split(",") if name]
 
     async def disconnect(self, code: int) -> None:
         if self._refresher is not None:
             self._refresher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._refresher
-        for group in getattr(self, "live_groups", []):
+        for group in set(getattr(self, "groups", {}).values()):
             try:
                 await self.channel_layer.group_discard(group, self.channel_name)
             except Exception:  # the layer is down; its group expiry forgets us
@@ -79,12 +107,31 @@ class LiveConsumer(AsyncWebsocketConsumer):
         try:
             message = json.loads(text_data) if text_data else None
         except ValueError:
-            return  # clients only ask for resyncs; anything else is ignored
-        if isinstance(message, dict) and message.get("type") == "resync":
+            return  # clients only ask for resyncs and topics; anything else is ignored
+        if not isinstance(message, dict):
+            return
+        if message.get("type") == "resync":
             asked = message.get("topics")
-            topics = [t for t in asked if t in self.topics] if isinstance(asked, list) else self.topics
+            topics = [t for t in self.groups if isinstance(asked, list) and t in asked]
             await self._join()
-            await self.send_snapshots(topics or self.topics)
+            await self.send_snapshots(topics or list(self.groups))
+        elif message.get("type") == "subscribe":
+            await self._subscribe(message.get("topics"))
+
+    async def _subscribe(self, names) -> None:
+        """More topics on an open socket: a part of the page that starts later (the job page's fabric view)."""
+        topics = self.known(names)
+        if topics is None:
+            await self.close(code=CLOSE_UNKNOWN_TOPIC)
+            return
+        new = [t for t in topics if t not in self.groups]
+        if not new:
+            return
+        self.groups.update({t: self.group_of(t) for t in new})
+        if not await self._join():  # the page reconnects, asking for every topic in its URL
+            await self.close(code=CLOSE_SERVER_ERROR)
+            return
+        await self.send_snapshots(new)  # after joining: a delta sent in between has a seq the snapshot covers
 
     async def dashboard_push(self, event) -> None:
         for message in event["frames"]:  # text, or bytes for the compact topics (broadcast.wire)
@@ -94,9 +141,8 @@ class LiveConsumer(AsyncWebsocketConsumer):
                 await self.send(text_data=message)
 
     async def send_snapshots(self, topics) -> bool:
-        group = self.live_groups[0]
         frames = await database_sync_to_async(broadcast.snapshot_frames)(
-            self.cluster_id, topics, group, tenant=self.tenant
+            self.cluster_id, topics, {t: self.groups[t] for t in topics}, tenant=self.tenant
         )
         if frames is None:
             await self.close(code=CLOSE_NOT_FOUND)
@@ -110,11 +156,12 @@ class LiveConsumer(AsyncWebsocketConsumer):
         return True
 
     async def _join(self) -> bool:
+        groups = sorted(set(self.groups.values()))
         try:
-            for group in self.live_groups:
+            for group in groups:
                 await self.channel_layer.group_add(group, self.channel_name)
         except Exception as exc:
-            log.warning("live socket of cluster %s: could not join %s: %s", self.cluster_id, self.live_groups, exc)
+            log.warning("live socket of cluster %s: could not join %s: %s", self.cluster_id, groups, exc)
             return False
         return True
 
@@ -125,7 +172,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
 
 
 class FabricConsumer(LiveConsumer):
-    """`/ws/clusters/<id>/fabric/`: operators only; overview, fabric, GPUs, alerts."""
+    """`/ws/clusters/<id>/fabric/`: operators only; overview, fabric, GPUs, alerts, each in a group of its own."""
 
     topics = FABRIC_TOPICS
 
@@ -134,8 +181,10 @@ class FabricConsumer(LiveConsumer):
             return CLOSE_FORBIDDEN
         if not cluster_exists(self.cluster_id):
             return CLOSE_NOT_FOUND
-        self.live_groups = [broadcast.fabric_group(self.cluster_id)]
         return None
+
+    def group_of(self, topic: str) -> str:
+        return broadcast.fabric_group(self.cluster_id, topic)
 
 
 class QueueConsumer(LiveConsumer):
@@ -149,9 +198,9 @@ class QueueConsumer(LiveConsumer):
             return CLOSE_FORBIDDEN
         if not cluster_exists(self.cluster_id):
             return CLOSE_NOT_FOUND
-        if tenant is None:
-            self.live_groups = [broadcast.queue_group(self.cluster_id)]
-        else:
-            self.tenant = tenant.name
-            self.live_groups = [broadcast.queue_group(self.cluster_id, tenant.pk)]
+        self.tenant_id = None if tenant is None else tenant.pk
+        self.tenant = None if tenant is None else tenant.name
         return None
+
+    def group_of(self, topic: str) -> str:
+        return broadcast.queue_group(self.cluster_id, self.tenant_id)

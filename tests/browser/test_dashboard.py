@@ -54,6 +54,27 @@ def test_operator_opens_every_page_without_errors(scenario, page):
     assert page.js_errors == []
 
 
+def test_the_overview_socket_carries_the_overview_topic_only(scenario, page):
+    """Issue 16: the overview's cards got every topic of the fabric socket (the fabric and GPU snapshots and deltas
+    they never show); they ask for `overview` now, and get nothing else."""
+    from dashboard.broadcast import decode
+
+    urls, frames = [], []
+
+    def watch(ws) -> None:
+        urls.append(ws.url)
+        ws.on("framereceived", lambda payload: frames.append(decode(payload)))
+
+    page.on("websocket", watch)
+    login(page, "ops", "pw-ops-123")
+    page.goto("/")
+    live(page)
+    scenario.poll(util=90.0)  # changes the GPUs and host links too: their frames are sent, to other groups
+    expect(page.locator("[data-field='utilisation.mean']")).to_contain_text("90", timeout=10_000)
+    assert urls and all(url.endswith("?topics=overview") for url in urls), urls
+    assert {(f["type"], f["topic"]) for f in frames} == {("snapshot", "overview"), ("delta", "overview")}
+
+
 def test_gpu_heat_map_follows_telemetry_without_a_reload(scenario, page):
     login(page, "ops", "pw-ops-123")
     page.goto(f"/clusters/{scenario.cluster.pk}/gpus/")

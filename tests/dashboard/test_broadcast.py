@@ -1,5 +1,6 @@
-"""The broadcaster: marks collapse into one task per window, one message per group per second at most, deltas
-with only what changed, tenant groups with only their jobs, failures of the layer logged and not raised."""
+"""The broadcaster: marks collapse into one task per window, one message per group per second at most, a group per
+fabric topic with its own seq, deltas with only what changed, tenant groups with only their jobs, failures of the
+layer logged and not raised."""
 
 from __future__ import annotations
 
@@ -75,8 +76,10 @@ def test_marks_in_a_window_enqueue_one_task(rig):
     assert rig.enqueued == [0.0]  # idle before: at once
     result = rig.flush()
     assert result["topics"] == ("overview", "fabric", "gpus")
-    assert [g for _, g, _ in rig.sent] == [broadcast.fabric_group(rig.cluster_id)]  # ONE message for the group
-    assert [f["topic"] for f in rig.frames(broadcast.fabric_group(rig.cluster_id))] == ["overview", "fabric", "gpus"]
+    # ONE message per group, each topic's group its own: a page that shows the overview only gets no other frame
+    c = rig.cluster_id
+    assert [g for _, g, _ in rig.sent] == [f"fabric.{c}.overview", f"fabric.{c}.fabric", f"fabric.{c}.gpus"]
+    assert [f["topic"] for f in rig.frames(f"fabric.{c}.gpus")] == ["gpus"]
 
 
 def test_at_most_one_message_per_group_per_second(rig):
@@ -107,12 +110,14 @@ def test_eager_collapses_to_immediate(rig):
 
 
 def test_first_broadcast_is_a_snapshot_then_deltas_carry_only_what_changed(rig, site):
-    group = broadcast.fabric_group(rig.cluster_id)
+    group = broadcast.fabric_group(rig.cluster_id, "gpus")
     rig.mark("gpus", "fabric")
     rig.flush(1000.0)
     first = rig.frames(group)
-    assert [(f["type"], f["topic"]) for f in first] == [("snapshot", "fabric"), ("snapshot", "gpus")]
-    assert [f["seq"] for f in first] == [first[0]["seq"], first[0]["seq"] + 1]
+    assert [(f["type"], f["topic"]) for f in first] == [("snapshot", "gpus")]
+    assert [(f["type"], f["topic"]) for f in rig.frames(broadcast.fabric_group(rig.cluster_id, "fabric"))] == [
+        ("snapshot", "fabric")
+    ]
     node = Node.objects.filter(cluster=site.cluster).order_by("hostname").first()
     sample = NodeSample(node=node.hostname, collected_at=2000.0, collector="test",
                         gpus=[GpuSample(index=3, utilisation_gpu_pct=91.0, temperature_c=62)])  # fmt: skip
@@ -120,13 +125,14 @@ def test_first_broadcast_is_a_snapshot_then_deltas_carry_only_what_changed(rig, 
     try:
         rig.mark("gpus", "fabric")
         rig.flush(1002.0)
-        (delta,) = rig.frames(group)[2:]  # fabric did not change: no frame for it
+        (delta,) = rig.frames(group)[1:]
+        assert len(rig.frames(broadcast.fabric_group(rig.cluster_id, "fabric"))) == 1  # no change: no frame
         gpu = GPU.objects.get(node=node, index=3)
         assert delta["type"] == "delta" and delta["topic"] == "gpus" and delta["seq"] == first[-1]["seq"] + 1
         assert delta["data"] == {"gpus": {str(gpu.pk): {"util": 91.0, "temp": 62}}}
         rig.mark("gpus")
         rig.flush(1004.0)
-        assert len(rig.frames(group)) == 3  # nothing changed: nothing sent
+        assert len(rig.frames(group)) == 2  # nothing changed: nothing sent
     finally:
         forget_node(rig.cluster_id, node.hostname)
 
@@ -138,7 +144,7 @@ def test_a_change_of_shape_sends_a_snapshot(rig, site):
     GPU.objects.filter(node=node, index=7).delete()
     rig.mark("gpus")
     rig.flush(1002.0)
-    last = rig.frames(broadcast.fabric_group(rig.cluster_id))[-1]
+    last = rig.frames(broadcast.fabric_group(rig.cluster_id, "gpus"))[-1]
     assert last["type"] == "snapshot" and len(last["data"]["gpus"]) == 31
 
 
@@ -200,7 +206,7 @@ def test_layer_failure_is_logged_not_raised(rig):
     rig.mark("alerts")
     with mock.patch.object(broadcast, "log") as log:
         result = rig.flush(1000.0)
-    assert result["sent"] == {broadcast.fabric_group(rig.cluster_id): 0}
+    assert result["sent"] == {f"fabric.{rig.cluster_id}.alerts": 0}
     assert log.warning.called and "Redis is restarting" in str(log.warning.call_args)
 
 
@@ -258,3 +264,27 @@ def test_snapshot_frames_start_from_the_baseline(rig, site):
     rig.flush(1000.0)  # nothing changed since the baseline: no frame, no seq used
     assert broadcast.snapshot_frames(rig.cluster_id, ["queue"], group, tenant="tenant-a")[0]["seq"] == 0
     assert broadcast.snapshot_frames(10**9, ["queue"], group) is None
+
+
+def test_each_topics_group_counts_its_own_seq(rig):
+    c = rig.cluster_id
+    cache.delete_many([broadcast.seq_key(f"fabric.{c}.{t}") for t in ("overview", "gpus")])
+    rig.mark("overview", "gpus")
+    rig.flush(1000.0)
+    rig.mark("gpus")
+    rig.flush(1002.0)  # changed nothing: nothing sent, no seq used
+    cache.set(broadcast.seq_key(f"fabric.{c}.gpus"), 41)
+    broadcast.forget(c)  # baselines gone: both topics go as snapshots again
+    rig.mark("overview", "gpus")
+    rig.flush(1004.0)
+    assert [f["seq"] for f in rig.frames(f"fabric.{c}.overview")] == [1, 2]
+    assert [f["seq"] for f in rig.frames(f"fabric.{c}.gpus")] == [1, 42]
+
+
+def test_snapshot_frames_carry_the_seq_of_each_topics_group(rig):
+    c = rig.cluster_id
+    cache.set(broadcast.seq_key(f"fabric.{c}.overview"), 7)
+    cache.set(broadcast.seq_key(f"fabric.{c}.gpus"), 3)
+    groups = {t: broadcast.fabric_group(c, t) for t in ("overview", "gpus")}
+    frames = broadcast.snapshot_frames(c, ["gpus", "overview"], groups)
+    assert [(f["topic"], f["seq"]) for f in frames] == [("overview", 7), ("gpus", 3)]

@@ -573,8 +573,8 @@ def test_echarts_is_vendored_with_its_licence_and_no_page_uses_a_cdn():
 
 def test_live_module_follows_the_socket_contract():
     live = (STATIC / "live.js").read_text()
-    for needle in ('"resync"', "BACKOFF_CAP_MS = 10_000", "4401", "4403", "4404", "seq > this.lastSeq + 1",
-                   'getElementById("live-state")', "dataset.state"):  # fmt: skip
+    for needle in ('"resync"', '"subscribe"', "topics=", "BACKOFF_CAP_MS = 10_000", "4400", "4401", "4403", "4404",
+                   "seq > last + 1", 'getElementById("live-state")', "dataset.state"):  # fmt: skip
         assert needle in live, needle
 
 

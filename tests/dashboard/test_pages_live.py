@@ -1,6 +1,7 @@
-"""The pages' socket module (dashboard/static/dashboard/live.js), run in Node against a fake WebSocket: snapshots and
-deltas per topic, resync on a seq gap, reconnection with capped exponential backoff, fresh snapshots after a
-reconnect, no retry after a refusal, and the connection badge."""
+"""The pages' socket module (dashboard/static/dashboard/live.js), run in Node against a fake WebSocket: the topics a
+page subscribes to asked for in the URL (and later ones by a message), snapshots and deltas per topic, resync of a
+topic on a gap in its seq, reconnection with capped exponential backoff, fresh snapshots after a reconnect, no retry
+after a refusal, and the connection badge."""
 
 from __future__ import annotations
 
@@ -41,30 +42,43 @@ globalThis.WebSocket = FakeSocket;
 const { connect } = await import(process.argv[1]);
 const out = {};
 const last = () => sockets[sockets.length - 1];
+const tick = () => Promise.resolve(); // the socket opens a microtask after connect()
 
-// One socket per path, shared; wss:// on an https page; the badge follows it.
+// One socket per path, shared; wss:// on an https page, asking for the topics subscribed; the badge follows it.
 const live = connect("/ws/clusters/1/fabric/");
 out.same = connect("/ws/clusters/1/fabric/") === live;
-out.url = last().url;
+out.openedAtOnce = sockets.length;
+const overviews = [];
+live.subscribe("overview", (e) => overviews.push([e.kind, e.seq]));
+const events = [];
+live.subscribe("gpus", (e) => events.push([e.kind, e.seq, e.state.byId.get("40").util]));
 out.badgeConnecting = badge.dataset.state;
+await tick();
+out.url = last().url;
 last().fire("open");
 out.badgeOpened = badge.dataset.state; // open, but no snapshot yet: not "live"
 last().message({ type: "snapshot", topic: "overview", seq: 1, data: {} });
 out.badgeOpen = [badge.dataset.state, badge.textContent, badge.hidden];
 
-// Snapshot, then deltas in sequence; a gap sends resync and holds deltas until the fresh snapshot.
-const events = [];
-live.subscribe("gpus", (e) => events.push([e.kind, e.seq, e.state.byId.get("40").util]));
+// Snapshot, then deltas in sequence, each topic counting its own seq; a gap resyncs that topic only and holds its
+// deltas until its fresh snapshot.
 last().message({ type: "snapshot", topic: "gpus", seq: 5, data: { gpus: [{ id: 40, util: 10, temp: 50 }] } });
 last().message({ type: "delta", topic: "gpus", seq: 6, data: { gpus: { "40": { util: 20 } } } });
+last().message({ type: "delta", topic: "overview", seq: 2, data: {} }); // overview's seq: no gap for either
 last().message({ type: "delta", topic: "gpus", seq: 6, data: { gpus: { "40": { util: 99 } } } }); // not newer
 last().message({ type: "delta", topic: "gpus", seq: 8, data: { gpus: { "40": { util: 30 } } } }); // 7 missed
-out.resyncSent = last().sent;
+out.resyncSent = [...last().sent];
+last().message({ type: "delta", topic: "overview", seq: 3, data: {} }); // not held by the gpus' resync
 last().message({ type: "delta", topic: "gpus", seq: 9, data: { gpus: { "40": { util: 40 } } } }); // awaiting
 last().message({ type: "snapshot", topic: "gpus", seq: 9, data: { gpus: [{ id: 40, util: 45, temp: 51 }] } });
 last().message({ type: "delta", topic: "gpus", seq: 10, data: { gpus: { "40": { util: 50 } } } });
 out.events = events;
+out.overviews = overviews;
 out.temp = live.get("gpus").byId.get("40").temp;
+
+// A topic subscribed once the socket is open is asked for by a message, and by the URL of every reconnect.
+live.subscribe("alerts", () => {});
+out.subscribeSent = last().sent.slice(out.resyncSent.length);
 
 // A late subscriber gets the current state at once.
 let late = null;
@@ -80,6 +94,7 @@ for (let i = 0; i < 8; i++) {
 }
 out.delays = delays;
 out.sockets = sockets.length;
+out.reconnectUrl = last().url;
 out.badgeRetry = badge.dataset.state;
 last().fire("open");
 last().message({ type: "snapshot", topic: "gpus", seq: 1, data: { gpus: [{ id: 40, util: 5 }] } });
@@ -91,8 +106,24 @@ const before = timers.length;
 last().close(4401);
 out.refused = [timers.length === before, badge.dataset.state, badge.textContent];
 
+// Subscribed while connecting: asked for as soon as it is open. A topic the socket does not carry is refused (4400)
+// and not retried.
+const four = connect("/ws/clusters/4/fabric/");
+four.subscribe("overview", () => {});
+await tick();
+four.subscribe("fabric", () => {});
+out.sentConnecting = [...last().sent];
+last().fire("open");
+out.sentOpen = last().sent;
+const timersBefore = timers.length;
+last().close(4400);
+out.unknownTopic = [timers.length === timersBefore, four.state, four.refusal];
+
 // A server that accepts and then closes (1011) before any snapshot: the backoff keeps growing; a snapshot resets it.
+// Nothing subscribed: it asks for every topic.
 const flaky = connect("/ws/clusters/3/fabric/");
+await tick();
+out.allUrl = last().url;
 const flakyDelays = [];
 for (let i = 0; i < 4; i++) {
   last().fire("open");
@@ -113,9 +144,10 @@ out.flakyState = flaky.state;
 
 // The queue store: removals, a new order that renumbers an operator's places, a job that starts.
 const q = connect("/ws/clusters/1/queue/");
-last().fire("open");
 const seen = [];
 q.subscribe("queue", (e) => seen.push(e.kind));
+await tick();
+last().fire("open");
 last().message({ type: "snapshot", topic: "queue", seq: 1, data: {
   pending: [{ id: 1, position: 1 }, { id: 2, position: 2 }, { id: 3, position: 3 }],
   running: [{ id: 9, nodes: ["a"] }], recent: [] } });
@@ -132,6 +164,7 @@ out.queueEvents = seen;
 
 // A tenant's socket keeps the global places the server sends.
 const t = connect("/ws/clusters/2/queue/");
+await tick();
 last().fire("open");
 last().message({ type: "snapshot", topic: "queue", seq: 1, data: {
   pending: [{ id: 5, position: 4 }, { id: 6, position: 9 }], running: [], recent: [] } });
@@ -181,7 +214,8 @@ def out() -> dict:
 
 def test_one_shared_socket_per_path_and_the_badge(out):
     assert out["same"] is True
-    assert out["url"] == "wss://dash.example.org/ws/clusters/1/fabric/"
+    assert out["openedAtOnce"] == 0  # after the page's subscriptions, so that its URL can name them
+    assert out["url"] == "wss://dash.example.org/ws/clusters/1/fabric/?topics=overview,gpus"
     assert out["badgeConnecting"] == "connecting"
     assert out["badgeOpened"] == "connecting"  # the socket is open; "live" only once a snapshot came
     assert out["badgeOpen"] == ["open", "live", False]
@@ -198,12 +232,35 @@ def test_a_binary_frame_decodes_into_the_json_shapes(out):
     assert out["binary"] == BINARY["data"]["gpus"]
 
 
-def test_deltas_apply_in_sequence_and_a_gap_asks_for_a_resync(out):
-    assert out["resyncSent"] == [{"type": "resync"}]
+def test_a_topic_subscribed_later_is_asked_for_and_kept_after_a_reconnect(out):
+    assert out["subscribeSent"] == [{"type": "subscribe", "topics": ["alerts"]}]
+    assert out["reconnectUrl"] == "wss://dash.example.org/ws/clusters/1/fabric/?topics=overview,gpus,alerts"
+
+
+def test_a_topic_subscribed_while_connecting_is_asked_for_once_open(out):
+    assert out["sentConnecting"] == []
+    assert out["sentOpen"] == [{"type": "subscribe", "topics": ["fabric"]}]
+
+
+def test_a_socket_nobody_subscribed_to_asks_for_every_topic(out):
+    assert out["allUrl"] == "wss://dash.example.org/ws/clusters/3/fabric/"
+
+
+def test_an_unknown_topic_is_a_refusal_not_retried(out):
+    assert out["unknownTopic"] == [True, "closed", "unknown topic"]
+
+
+def test_deltas_apply_in_sequence_and_a_gap_asks_for_a_resync_of_its_topic(out):
+    assert out["resyncSent"] == [{"type": "resync", "topics": ["gpus"]}]
     # snapshot 5, delta 6; the repeated 6, the gapped 8 and the 9 before the fresh snapshot are not applied.
     assert out["events"][:4] == [["snapshot", 5, 10], ["delta", 6, 20], ["snapshot", 9, 45], ["delta", 10, 50]]
     assert out["temp"] == 51
     assert out["late"] == ["snapshot", 50]
+
+
+def test_each_topic_counts_its_own_seq(out):
+    # overview 1, 2, 3 between the gpus' 5 to 10: no gap for either, and the gpus' resync does not hold them.
+    assert out["overviews"] == [["snapshot", 1], ["delta", 2], ["delta", 3]]
 
 
 def test_reconnects_with_backoff_capped_at_ten_seconds_and_takes_the_fresh_snapshot(out):

@@ -1,4 +1,5 @@
-"""On the real Redis channel layer: a GPU fault ingested after commit reaches an open socket as an alerts delta."""
+"""On the real Redis channel layer: a GPU fault ingested after commit reaches an open socket as an alerts delta, and
+a socket that asked for the overview only gets the overview's delta of it and nothing else."""
 
 from __future__ import annotations
 
@@ -64,5 +65,35 @@ async def test_an_xid_fault_arrives_as_an_alerts_delta(site, client, operator, r
     assert raised["object_key"].startswith(f"{host}/") and "XID 79" in raised["message"]
     failed = [f["data"]["gpus"][str(gpu.pk)] for f in frames if f["topic"] == "gpus"]
     assert failed and failed[0]["health"] == "failed"  # the GPU left capacity, and the heat map shows it
-    seqs = [f["seq"] for f in frames]
-    assert seqs == list(range(snapshots[0]["seq"] + 1, snapshots[0]["seq"] + 1 + len(frames)))
+    for snapshot in snapshots:  # each topic's deltas continue its own seq, with no gap
+        seqs = [f["seq"] for f in frames if f["topic"] == snapshot["topic"]]
+        assert seqs == list(range(snapshot["seq"] + 1, snapshot["seq"] + 1 + len(seqs))), snapshot["topic"]
+
+
+async def test_an_overview_socket_gets_the_faults_overview_delta_and_nothing_else(site, client, operator, redis_layer):
+    layer = get_channel_layer()
+    cookie = await sync_to_async(session_cookie)(client, operator)
+    every = communicator(f"/ws/clusters/{site.cluster.pk}/fabric/", cookie)
+    ws = communicator(f"/ws/clusters/{site.cluster.pk}/fabric/?topics=overview", cookie)
+    assert (await every.connect())[0] and (await ws.connect())[0]
+    await receive_frames(every)
+    (snapshot,) = await receive_frames(ws)
+    assert snapshot["topic"] == "overview" and snapshot["data"]["gpus"]["unhealthy"] == 0
+    gpu = await sync_to_async(lambda: GPU.objects.select_related("node").filter(node__cluster=site.cluster).first())()
+    host = gpu.node.hostname
+    sample = NodeSample(node=host, collected_at=5000.0, collector="test",
+                        gpus=[GpuSample(index=gpu.index, utilisation_gpu_pct=0.0, xid_events=[79])])  # fmt: skip
+    try:
+        await sync_to_async(ingest_samples)(site.cluster.pk, [sample])
+        everything = await receive_frames(every, timeout=1.0)
+        frames = await receive_frames(ws, timeout=1.0)
+    finally:
+        await sync_to_async(forget_node)(site.cluster.pk, host)
+        await every.disconnect()
+        await ws.disconnect()
+        await layer.flush()
+    assert {"alerts", "gpus"} <= {f["topic"] for f in everything}  # they were sent, to the other socket
+    # One overview delta per broadcast the fault set off (the ingest, the round it requests), and only those.
+    assert frames and {(f["type"], f["topic"]) for f in frames} == {("delta", "overview")}
+    assert [f["seq"] for f in frames] == list(range(snapshot["seq"] + 1, snapshot["seq"] + 1 + len(frames)))
+    assert frames[-1]["data"]["gpus"]["unhealthy"] == 1 and frames[-1]["data"]["alerts"]["critical"] == 1

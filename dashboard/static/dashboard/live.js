@@ -6,6 +6,11 @@
 //   const live = connect("/ws/clusters/1/fabric/");          // shared: a second connect() returns the same socket
 //   const off = live.subscribe("gpus", (event) => { ... });  // event: {kind, topic, data, state, seq}
 //
+// The socket asks the server only for the topics the page subscribes to: it opens once the code that called
+// connect() has run (a microtask later), with the topics subscribed so far in its URL (`?topics=gpus`), and a topic
+// subscribed after that is asked for with {"type": "subscribe", "topics": [...]}. Every reconnect asks for all of
+// them again. A socket nobody subscribed to by then asks for nothing, which the server answers with every topic.
+//
 // - kind "snapshot": `state` is the topic's whole state (rebuild what depends on it). It also comes after every
 //   reconnect and resync, so a page that draws snapshots right never shows stale data.
 // - kind "delta": `data` is the delta as sent (draw only what it names); `state` already has it applied.
@@ -20,9 +25,11 @@
 //   other     the snapshot's data; a delta is merged into it shallowly
 //
 // The socket reconnects with exponential backoff (0.5 s doubling, capped at 10 s, with jitter), except after the
-// server's refusals (4401 signed out, 4403 no access, 4404 unknown cluster). The attempt counter goes back to 0 only
-// when a snapshot arrives, not when the socket opens: a server that accepts and then closes backs off too. A delta whose seq skips one makes the
-// client send {"type": "resync"}; deltas of a topic are then ignored until its fresh snapshot arrives.
+// server's refusals (4400 unknown topic, 4401 signed out, 4403 no access, 4404 unknown cluster). The attempt counter
+// goes back to 0 only when a snapshot arrives, not when the socket opens: a server that accepts and then closes backs
+// off too. Each topic has a group of its own on the server, so its own seq: a delta whose seq skips one of its topic's
+// makes the client send {"type": "resync", "topics": [topic]}; that topic's deltas are then ignored until its fresh
+// snapshot arrives.
 // The header badge (#live-state) shows the worst state of the page's sockets in data-state:
 // "connecting", "open", "reconnecting" or "closed"; a socket is "open" ("live") from its first snapshot on, not
 // from the moment it opens. Frames are JSON text, or binary for the fabric and GPU topics (decodeBinary).
@@ -31,6 +38,7 @@ const BACKOFF_START_MS = 500;
 const BACKOFF_CAP_MS = 10_000;
 const RESYNC_RETRY_MS = 5_000;
 const REFUSALS = {
+  4400: ["unknown topic", "the page asked for a topic this socket does not carry"],
   4401: ["signed out", "signed out: sign in again"],
   4403: ["no access", "no access to this cluster"],
   4404: ["unknown cluster", "unknown cluster"],
@@ -52,6 +60,13 @@ export function connect(path) {
     socket.start();
   }
   return socket;
+}
+
+// The socket's URL asking for `topics` (none: all of them, as the server answers a URL without the parameter).
+export function topicsUrl(path, topics) {
+  if (!topics.length) return socketUrl(path);
+  const query = `topics=${topics.map(encodeURIComponent).join(",")}`;
+  return socketUrl(`${path}${path.includes("?") ? "&" : "?"}${query}`);
 }
 
 // The sockets of this page (tests and the console can inspect them).
@@ -245,10 +260,12 @@ class LiveSocket {
     this.detail = "";
     this.stores = new Map();
     this.subscribers = new Map();
+    this.wanted = new Set(); // every topic the page subscribed to: what each (re)connect asks for
+    this.asked = null; // what this connection asked for (null: all, before the first open too)
     this.topicSeq = new Map(); // seq of each topic's last snapshot
-    this.lastSeq = null;
+    this.lastSeq = new Map(); // seq of each topic's last frame on this connection
     this.awaiting = new Set(); // topics whose fresh snapshot we wait for after a resync
-    this.resyncAt = 0;
+    this.resyncAt = new Map();
     this.attempt = 0;
     this.ws = null;
     this.timer = null;
@@ -257,13 +274,16 @@ class LiveSocket {
   }
 
   start() {
-    this._open();
+    // Later, so that the subscriptions made right after connect() are in the first URL.
+    queueMicrotask(() => this._open());
     updateBadge();
   }
 
   subscribe(topic, callback) {
     if (!this.subscribers.has(topic)) this.subscribers.set(topic, new Set());
     this.subscribers.get(topic).add(callback);
+    this.wanted.add(topic);
+    this._askForMore();
     if (this.stores.has(topic)) {
       const state = this.stores.get(topic);
       callback({ kind: "snapshot", topic, data: state, state, seq: this.topicSeq.get(topic) });
@@ -275,16 +295,31 @@ class LiveSocket {
     return this.stores.get(topic);
   }
 
-  resync() {
+  // Fresh snapshots of `topics` (all of this socket's when left out).
+  resync(topics = null) {
     if (!this.ws || this.ws.readyState !== WebSocket.OPEN) return;
-    this.ws.send(JSON.stringify({ type: "resync" }));
-    this.resyncAt = Date.now();
-    for (const topic of this.stores.keys()) this.awaiting.add(topic);
+    this.ws.send(JSON.stringify(topics ? { type: "resync", topics } : { type: "resync" }));
+    for (const topic of topics || this.stores.keys()) {
+      this.resyncAt.set(topic, Date.now());
+      this.awaiting.add(topic);
+    }
+  }
+
+  // Topics subscribed after this connection's URL was made: asked for once it is open (else at its reconnect).
+  _askForMore() {
+    if (this.asked === null || !this.ws || this.ws.readyState !== WebSocket.OPEN) return;
+    const more = [...this.wanted].filter((topic) => !this.asked.has(topic));
+    if (!more.length) return;
+    this.ws.send(JSON.stringify({ type: "subscribe", topics: more }));
+    for (const topic of more) this.asked.add(topic);
   }
 
   _open() {
     this.timer = null;
     this._setState(this.attempt ? "reconnecting" : "connecting", "");
+    const topics = [...this.wanted];
+    this.asked = topics.length ? new Set(topics) : null;
+    this.url = topicsUrl(this.path, topics);
     let ws;
     try {
       ws = new WebSocket(this.url);
@@ -297,8 +332,9 @@ class LiveSocket {
     ws.addEventListener("open", () => {
       // Not "live" yet, and the backoff stays: a server that accepts and then closes (1011, a frame too big) is
       // retried ever more slowly. Both change with the first snapshot (_handle).
-      this.lastSeq = null;
+      this.lastSeq.clear();
       this.awaiting.clear();
+      this._askForMore(); // subscribed while it was connecting
       this._setState(this.attempt ? "reconnecting" : "connecting", "open, waiting for the first snapshot");
     });
     ws.addEventListener("message", (event) => {
@@ -350,20 +386,21 @@ class LiveSocket {
       this.stores.set(topic, state);
       this.topicSeq.set(topic, seq);
       this.awaiting.delete(topic);
-      if (typeof seq === "number") this.lastSeq = Math.max(this.lastSeq ?? seq, seq);
+      if (typeof seq === "number") this.lastSeq.set(topic, Math.max(this.lastSeq.get(topic) ?? seq, seq));
       this._emit({ kind: "snapshot", topic, data: state, state, seq });
       return;
     }
     // A delta: only on top of this connection's snapshot of its topic, and only if none was missed. Every frame of
-    // a group has its own seq (snapshots on connect carry the group's current one): an old seq is a repeat.
+    // a topic's group has its own seq (snapshots carry the group's current one): an old seq is a repeat.
     if (typeof seq === "number") {
-      if (this.lastSeq !== null && seq <= this.lastSeq) return;
-      if (this.lastSeq !== null && seq > this.lastSeq + 1) {
-        this.lastSeq = seq;
-        if (this.awaiting.size === 0 || Date.now() - this.resyncAt > RESYNC_RETRY_MS) this.resync();
+      const last = this.lastSeq.get(topic);
+      this.lastSeq.set(topic, Math.max(last ?? seq, seq));
+      if (last !== undefined && seq <= last) return;
+      if (last !== undefined && seq > last + 1) {
+        const since = Date.now() - (this.resyncAt.get(topic) ?? 0);
+        if (!this.awaiting.has(topic) || since > RESYNC_RETRY_MS) this.resync([topic]);
         return;
       }
-      this.lastSeq = seq;
     }
     if (!this.stores.has(topic) || this.awaiting.has(topic)) return;
     const known = this.topicSeq.get(topic);
