@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict, namedtuple
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 
 from django.db.models import Count, Q
@@ -79,8 +79,22 @@ class SnapshotIndex:
         return Job.objects.select_related("pool").get(pk=job_id)
 
 
+_ISLANDS: dict[tuple, tuple[tuple[int, ...], ...]] = {}  # a few distinct server designs per cluster
+
+
 def _islands(indexes: list[int], topology: dict | None, nvlink: bool) -> tuple[tuple[int, ...], ...]:
-    """GPU groups joined by NVLink, from `nvidia-smi topo -m` codes when stored, else by the GPU model."""
+    """GPU groups joined by NVLink, from `nvidia-smi topo -m` codes when stored, else by the GPU model. Servers of
+    one design have the same matrix: it is worked out once per distinct one, not for each server every round."""
+    key = (tuple(indexes), nvlink, tuple(topology.items()) if topology is not None else None)
+    found = _ISLANDS.get(key)
+    if found is None:
+        if len(_ISLANDS) > 4096:  # bound the memory whatever the inventory holds
+            _ISLANDS.clear()
+        found = _ISLANDS[key] = _islands_of(indexes, topology, nvlink)
+    return found
+
+
+def _islands_of(indexes: list[int], topology: dict | None, nvlink: bool) -> tuple[tuple[int, ...], ...]:
     if topology is None:
         return (tuple(indexes),) if nvlink and indexes else tuple((i,) for i in indexes)
     parent = {i: i for i in indexes}
@@ -160,6 +174,17 @@ def _request(job: JobRow, hostname_of: dict[int, str], now_ts: float) -> JobRequ
         preempted_at=job.preempted_at.timestamp() if job.preempted_at else None,
         preempted_gpus=tuple(job.preempted_gpus or ()),
     )
+
+
+_REQUEST_FIELDS = tuple(f.name for f in fields(JobRequest))
+_ATTAINED = _REQUEST_FIELDS.index("attained_gpu_s")
+
+
+def _with_attained(request: JobRequest, attained_gpu_s: float) -> JobRequest:
+    """`replace(request, attained_gpu_s=...)` without its per-call introspection (every running job, every round)."""
+    values = [getattr(request, f) for f in _REQUEST_FIELDS]
+    values[_ATTAINED] = attained_gpu_s
+    return JobRequest(*values)
 
 
 def _tenants(jobs: list[JobRow], now_ts: float) -> list[TenantState]:
@@ -388,7 +413,7 @@ def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
         elif shares.get(job.pk):
             running.append(
                 RunningJob(
-                    request=replace(request, attained_gpu_s=job.attained_gpu_s + serving[job.pk]),
+                    request=_with_attained(request, job.attained_gpu_s + serving[job.pk]),
                     shares=tuple(shares[job.pk]),
                     started_at=job.started_at.timestamp() if job.started_at else now_ts,
                     last_migrated_at=job.last_migrated_at.timestamp() if job.last_migrated_at else None,

@@ -29,9 +29,9 @@ from scheduler.snapshot_from_db import build_snapshot
 SIZES = [(1, 0.40), (2, 0.15), (4, 0.15), (8, 0.20), (16, 0.06), (32, 0.03), (64, 0.01)]
 
 
-def _request(rng: random.Random, name: str) -> dict:
+def _request(rng: random.Random, name: str, one_gpu: bool = False) -> dict:
     """One job of the bench's mix: SIZES GPUs (gangs of 8-GPU nodes from 16), a 10 min - 10 h estimate."""
-    size = rng.choices(*zip(*SIZES, strict=True))[0]
+    size = 1 if one_gpu else rng.choices(*zip(*SIZES, strict=True))[0]
     request = {"name": name, "gpus": size, "est_runtime_s": rng.randint(600, 36_000)}
     if size >= 16:
         request.update(nodes=size // 8, gpus_per_node=8)
@@ -55,6 +55,9 @@ class Command(BaseCommand):
             "--churn", type=float, default=0.01, help="share of running jobs that finish per churn round"
         )
         parser.add_argument("--churn-rounds", type=int, default=10, help="churn rounds to time (0: none)")
+        parser.add_argument(
+            "--one-gpu", action="store_true", help="every job asks 1 GPU (a burst: --gpus 1024 --pending 1024)"
+        )
         parser.add_argument("--json", action="store_true")
 
     def say(self, message: str) -> None:
@@ -62,6 +65,7 @@ class Command(BaseCommand):
 
     def handle(self, **o):
         rng = random.Random(o["seed"])
+        self.one_gpu = o["one_gpu"]
         name = f"bench-{o['gpus']}"
         cluster = self._cluster(name, o["gpus"])
         pool = actions.ensure_scheduler(cluster)
@@ -144,7 +148,7 @@ class Command(BaseCommand):
             k = max(1, round(o["churn"] * len(running))) if running else 0
             for job in rng.sample(running, k):
                 actions.finish_job(Job.objects.get(pk=job.pk), succeeded=True, actor="bench")
-            requests = [_request(rng, f"churn-{i}-{n}") for n in range(k)]
+            requests = [_request(rng, f"churn-{i}-{n}", self.one_gpu) for n in range(k)]
             if requests:
                 actions.submit_jobs_bulk(rng.choice(tenants), pool, rng.choice(classes), requests, request_round=False)
             t = time.perf_counter()
@@ -182,7 +186,7 @@ class Command(BaseCommand):
         self.say(f"queueing {pending} jobs")
         per_tenant: dict[tuple, list[dict]] = {}
         for i in range(pending):
-            request = _request(rng, f"bench-{i}")
+            request = _request(rng, f"bench-{i}", self.one_gpu)
             key = (rng.randrange(len(tenants)), rng.randrange(len(classes)))
             per_tenant.setdefault(key, []).append(request)
         for (t, c), requests in per_tenant.items():
