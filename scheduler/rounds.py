@@ -51,7 +51,12 @@ def _round(cluster_id: int, trigger: str) -> SchedulingRound:
     t2 = time.perf_counter()
     applied = actions.apply_decisions(record.pk, decisions, index)
     t3 = time.perf_counter()
-    timings = {"load_ms": (t1 - t0) * 1000, "apply_ms": (t3 - t2) * 1000, "queue_ms": applied.queue_ms}
+    timings = {
+        "load_ms": (t1 - t0) * 1000,
+        "load_steps_ms": index.load_ms,
+        "apply_ms": (t3 - t2) * 1000,
+        "queue_ms": applied.queue_ms,
+    }
     timings["duration_ms"] = (time.perf_counter() - t0) * 1000
     round_actions.close_round(record, applied, decisions, timings)
     return record

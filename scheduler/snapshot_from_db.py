@@ -10,6 +10,7 @@ import time
 from collections import defaultdict, namedtuple
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
+from time import perf_counter  # the laps' clock; tests replace `time` to set the round's now
 
 from django.db.models import Count, Q
 from django.db.models.functions import TruncHour
@@ -73,6 +74,7 @@ class SnapshotIndex:
     pools: dict[int, Pool] = field(default_factory=dict)
     gpu_memory: dict[int, int] = field(default_factory=dict)
     gpu_model: dict[int, str] = field(default_factory=dict)
+    load_ms: dict[str, float] = field(default_factory=dict)  # the build's steps, in order (they add up to it)
 
     def job(self, job_id: int) -> Job:
         """The full row, for the few decisions that go through the per-job actions."""
@@ -251,9 +253,41 @@ def _job_rows(cluster_id: int) -> list[JobRow]:
         _REQUESTS.get(cluster_id, {}).pop(gone, None)
     stale = [pk for pk, version in versions.items() if pk not in cache or cache[pk].version != version]
     for chunk in (stale[i : i + 10_000] for i in range(0, len(stale), 10_000)):
-        for row in Job.objects.filter(pk__in=chunk).values_list(*JOB_FIELDS):
+        for row in Job.objects.filter(pk__in=chunk).order_by().values_list(*JOB_FIELDS):
             cache[row[0]] = JobRow._make(row)
     return [cache[pk] for pk in versions if pk in cache]
+
+
+# Per cluster: job id -> (version, its active shares, their creation times) from earlier rounds. A job's allocations
+# change only with the job (placed, released, moved: every one of these moves it, which bumps `version`), so a
+# round reads the allocations of the jobs that changed, not the whole cluster's (10,000 rows at 10,000 GPUs). A
+# snapshot that is still wrong somehow costs a stale decision, never a double allocation: apply re-checks the
+# locked ledgers.
+_SHARES: dict[int, dict[int, tuple[int, tuple[Share, ...], tuple[float, ...]]]] = {}
+
+
+def _job_shares(cluster_id: int, jobs: list[JobRow]) -> dict[int, tuple[int, tuple[Share, ...], tuple[float, ...]]]:
+    holders = {j.pk: j.version for j in jobs if j.status != JobStatus.PENDING}
+    cache = _SHARES.setdefault(cluster_id, {})
+    for gone in cache.keys() - holders.keys():
+        del cache[gone]
+    stale = [pk for pk, version in holders.items() if pk not in cache or cache[pk][0] != version]
+    found: dict[int, list] = {pk: [] for pk in stale}
+    for chunk in (stale[i : i + 10_000] for i in range(0, len(stale), 10_000)):
+        rows = (
+            Allocation.objects.filter(active=True, job_id__in=chunk)
+            .order_by("gpu__node__hostname", "gpu__index")  # a job's shares by host, then GPU index
+            .values_list(
+                "job_id", "gpu_id", "kind", "compute_pct", "memory_mib", "mig_profile", "mig_start", "replica",
+                "created",
+            )
+        )  # fmt: skip
+        for job_id, gpu_id, kind, compute_pct, memory_mib, mig_profile, mig_start, replica, created in rows:
+            share = Share(gpu_id, kind, compute_pct, memory_mib, mig_profile or None, mig_start, replica)
+            found[job_id].append((share, created.timestamp()))
+    for pk, held in found.items():
+        cache[pk] = (holders[pk], tuple(sh for sh, _ in held), tuple(c for _, c in held))
+    return {pk: cache[pk] for pk in holders}
 
 
 MIX_FIELDS = (
@@ -309,10 +343,14 @@ def _erroring_links(cluster_id: int) -> dict[str, bool]:
 def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
     now_ts = time.time()
     index = SnapshotIndex(cluster_id=cluster_id)
+    lap = _Laps(index.load_ms)
     fabric, topology = fabric_and_topology(cluster_id)
+    lap("fabric")
 
     node_rows = list(
-        Node.objects.filter(cluster_id=cluster_id).values("pk", "hostname", "role", "state", "cpu_milli", "memory_mib")
+        Node.objects.filter(cluster_id=cluster_id)
+        .order_by("hostname")  # the engine's node order (ties), as the default order gives it, without its join
+        .values("pk", "hostname", "role", "state", "cpu_milli", "memory_mib")
     )
     hostname_of = {n["pk"]: n["hostname"] for n in node_rows}
     # Live load from telemetry's latest state (fabric.ingest); zero where no sample has arrived yet.
@@ -325,55 +363,50 @@ def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
             if end in hosts and link.up:
                 hca_gbps[end] += link.capacity_gbps
 
+    lap("nodes_live_load")
     jobs = _job_rows(cluster_id)
     index.jobs = {j.pk: j for j in jobs}
-    shares: dict[int, list[Share]] = defaultdict(list)
+    lap("job_rows")
     held: dict[int, dict] = defaultdict(lambda: {"exclusive": None, "pct": 0, "mem": 0, "mig": [], "ts": 0})
     # The service a running job has had in its current run (GPU-seconds: a second per share held); its earlier
     # runs are in Job.attained_gpu_s (scheduler.actions.allocations.release_allocations adds each at release).
-    serving: dict[int, float] = defaultdict(float)
-    for a in Allocation.objects.filter(active=True, gpu__node__cluster_id=cluster_id).values(
-        "job_id", "gpu_id", "kind", "compute_pct", "memory_mib", "mig_profile", "mig_start", "replica", "created"
-    ):
-        serving[a["job_id"]] += max(0.0, now_ts - a["created"].timestamp())
-        shares[a["job_id"]].append(
-            Share(
-                gpu_id=a["gpu_id"],
-                kind=a["kind"],
-                compute_pct=a["compute_pct"],
-                memory_mib=a["memory_mib"],
-                mig_profile=a["mig_profile"] or None,
-                mig_start=a["mig_start"],
-                replica=a["replica"],
-            )
-        )
-        h = held[a["gpu_id"]]
-        if a["kind"] == "whole":
-            h["exclusive"] = a["job_id"]
-        elif a["kind"] == "mps":
-            h["pct"] += a["compute_pct"]
-            h["mem"] += a["memory_mib"]
-        elif a["kind"] == "mig":
-            h["mig"].append((a["mig_profile"], a["mig_start"]))
-        else:
-            h["ts"] += 1
+    serving: dict[int, float] = {}
+    shares = _job_shares(cluster_id, jobs)
+    for job_id, (_version, held_shares, created) in shares.items():
+        serving[job_id] = sum(max(0.0, now_ts - c) for c in created)
+        for sh in held_shares:
+            h = held[sh.gpu_id]
+            if sh.kind == "whole":
+                h["exclusive"] = job_id
+            elif sh.kind == "mps":
+                h["pct"] += sh.compute_pct
+                h["mem"] += sh.memory_mib
+            elif sh.kind == "mig":
+                h["mig"].append((sh.mig_profile, sh.mig_start))
+            else:
+                h["ts"] += 1
 
+    lap("allocations")
     gpus_by_node: dict[int, list[GpuState]] = defaultdict(list)
-    for g in GPU.objects.filter(node__cluster_id=cluster_id).values(
-        "pk", "node_id", "index", "model", "memory_mib", "health", "nvlink_gbps"
-    ):
-        index.gpu_memory[g["pk"]] = g["memory_mib"]
-        index.gpu_model[g["pk"]] = g["model"]
-        h = held.get(g["pk"])
-        gpus_by_node[g["node_id"]].append(
+    usable = (GpuHealth.HEALTHY, GpuHealth.UNKNOWN)
+    gpu_rows = (
+        GPU.objects.filter(node__cluster_id=cluster_id)
+        .order_by()  # sorted per node below
+        .values_list("pk", "node_id", "index", "model", "memory_mib", "health", "nvlink_gbps")
+    )
+    for pk, node_id, gpu_index, model, memory_mib, health, nvlink_gbps in gpu_rows:
+        index.gpu_memory[pk] = memory_mib
+        index.gpu_model[pk] = model
+        h = held.get(pk)
+        gpus_by_node[node_id].append(
             GpuState(
-                id=g["pk"],
-                index=g["index"],
-                model=g["model"],
-                memory_mib=g["memory_mib"],
-                healthy=g["health"] in (GpuHealth.HEALTHY, GpuHealth.UNKNOWN),
-                nvlink_gbps=g["nvlink_gbps"],
-                utilisation=gpu_util.get(g["pk"], 0.0),
+                id=pk,
+                index=gpu_index,
+                model=model,
+                memory_mib=memory_mib,
+                healthy=health in usable,
+                nvlink_gbps=nvlink_gbps,
+                utilisation=gpu_util.get(pk, 0.0),
                 exclusive_job=h["exclusive"] if h else None,
                 mps_compute_pct_used=h["pct"] if h else 0,
                 mps_memory_mib_used=h["mem"] if h else 0,
@@ -401,6 +434,7 @@ def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
             )
         )
 
+    lap("gpus_nodes")
     pending, running = [], []
     requests = _REQUESTS.setdefault(cluster_id, {})
     for job in sorted(jobs, key=lambda j: j.queue_seq):
@@ -410,29 +444,49 @@ def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
         request = cached[1]
         if job.status == JobStatus.PENDING:
             pending.append(request)
-        elif shares.get(job.pk):
+        elif job.pk in shares and shares[job.pk][1]:
             running.append(
                 RunningJob(
                     request=_with_attained(request, job.attained_gpu_s + serving[job.pk]),
-                    shares=tuple(shares[job.pk]),
+                    shares=shares[job.pk][1],
                     started_at=job.started_at.timestamp() if job.started_at else now_ts,
                     last_migrated_at=job.last_migrated_at.timestamp() if job.last_migrated_at else None,
                     borrowed=job.borrowed,
                     stopping=job.status in (JobStatus.MIGRATING, JobStatus.PREEMPTED),
                 )
             )
+    lap("requests")
+    pools = _pools(cluster_id, index, list(hostname_of.values()))
+    tenants = _tenants(jobs, now_ts)
+    lap("pools_tenants")
+    link_errors = _erroring_links(cluster_id)
+    request_mix = _request_mix(cluster_id, now_ts)
     snapshot = Snapshot(
         now=now_ts,
         fabric=fabric,
         nodes=nodes,
-        pools=_pools(cluster_id, index, list(hostname_of.values())),
-        tenants=_tenants(jobs, now_ts),
+        pools=pools,
+        tenants=tenants,
         pending=pending,
         running=running,
         priority_classes=dict(PriorityClass.objects.values_list("name", "value")),
         topology=topology,
-        link_errors=_erroring_links(cluster_id),
+        link_errors=link_errors,
         link_utilisation=link_util,
-        request_mix=_request_mix(cluster_id, now_ts),
+        request_mix=request_mix,
     )
+    lap("errors_mix")
     return snapshot, index
+
+
+class _Laps:
+    """Milliseconds since the previous lap, under the name of the step that just ended."""
+
+    def __init__(self, into: dict[str, float]) -> None:
+        self.into = into
+        self.t = perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = perf_counter()
+        self.into[name] = round((now - self.t) * 1000, 3)
+        self.t = now

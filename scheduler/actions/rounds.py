@@ -42,7 +42,9 @@ def close_round(record: SchedulingRound, applied: Applied, decisions: Decisions,
     record.requeued, record.rejected_stale = applied.requeued, applied.rejected_stale
     record.decisions = applied.log[:2000]
     record.stats = {k: v for k, v in decisions.stats.items() if isinstance(v, int | float | str)}
-    record.stats.update({k: round(v, 1) for k, v in timings_ms.items() if k != "duration_ms"})
+    record.stats.update(
+        {k: round(v, 1) if isinstance(v, int | float) else v for k, v in timings_ms.items() if k != "duration_ms"}
+    )
     record.duration_ms = timings_ms["duration_ms"]
     record.save()
     ClusterScheduler.objects.filter(cluster_id=record.cluster_id).update(last_round_at=timezone.now())

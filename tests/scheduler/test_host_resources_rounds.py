@@ -69,6 +69,7 @@ def test_snapshot_queries_do_not_grow_with_jobs_that_ask_host_resources(cluster,
     def count() -> int:
         snapshot_from_db._ROWS.clear()
         snapshot_from_db._REQUESTS.clear()
+        snapshot_from_db._SHARES.clear()
         with CaptureQueriesContext(connection) as queries:
             build_snapshot(cluster.pk)
         return len(queries)

@@ -156,9 +156,12 @@ class Command(BaseCommand):
             wall = time.perf_counter() - t
             times.append(record.duration_ms / 1000)
             placed.append(record.placed)
+            st = record.stats
+            steps = " ".join(f"{n} {v:.0f}" for n, v in st.get("load_steps_ms", {}).items())
             self.say(
                 f"churn round {i + 1}: {k} finished, {k} arrived; {record.duration_ms:.0f} ms to its commit "
-                f"(wall {wall * 1000:.0f}), {record.placed} placed"
+                f"(wall {wall * 1000:.0f}; load {st['load_ms']:.0f} [{steps}], engine {record.engine_ms:.0f}, "
+                f"apply {st['apply_ms']:.0f}, commit {st.get('commit_ms', 0):.0f}), {record.placed} placed"
             )
         return times, placed
 
