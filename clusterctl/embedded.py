@@ -13,11 +13,16 @@ and node-agent processes on Redis; nothing here is used there.
 
 `configure()` returns what it changed and `restore()` puts it back (tests run it inside a process that has its own
 Celery configuration).
+
+One process has one core's worth of Python for everything: `time_one_poll` measures what one poll of every node costs
+here, and `fit_poll_interval` stretches the interval asked for to one the process can keep (the demo says so at
+start); a poller that still falls behind says so itself (fabric.telemetry.liveness.poller_findings).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import socket
 import threading
 import time
@@ -32,12 +37,55 @@ from django.conf import settings
 from django.db import connections
 
 from clusterctl.celery import app as default_app
+from fabric import inbox, tasks
+from fabric.collectors.registry import agent_collector
+from fabric.collectors.samples import FABRIC_SOURCE, sample_to_dict
+from fabric.models import Cluster, Node, Switch
 
 log = logging.getLogger(__name__)
 
 MEMORY_BROKER = "memory://localhost/"  # a host name: kombu warns on every connection without one
 MEMORY_RESULTS = "cache+memory://"
 POLLING_INTERVAL_S = 0.05  # how often the worker looks at the in-memory queues when they are empty
+
+
+POLL_SHARE = 0.5  # of the process's time that polling may take: the web server, rounds and live views need the rest
+NODES_READ = "nodes read"  # EmbeddedCelery.counts: nodes read by the central polls (fabric.tasks.poll_nodes)
+
+
+def fit_poll_interval(asked_s: float, one_poll_s: float, share: float = POLL_SHARE) -> float:
+    """The poll interval this process can keep: `asked_s`, or, when one poll of every node (`one_poll_s` of work) would
+    take more than `share` of it, the whole seconds of which it takes `share`."""
+    if not 0 < share <= 1:
+        raise ValueError(f"share must be in (0, 1], not {share!r}")
+    need = one_poll_s / share
+    return asked_s if need <= asked_s else float(math.ceil(need))
+
+
+def time_one_poll(collector: str = "twin") -> tuple[float, int]:
+    """Poll every node and the switch ports of every cluster here and now, as the worker will (a central read, then
+    one ingest batch a cluster), twice: the first builds the twins and fills the live maps, the second gives them rates
+    and is timed. Returns (seconds of the second poll, nodes read in it)."""
+    reader = agent_collector(collector)
+    clusters = []
+    for cluster_id in Cluster.objects.order_by("pk").values_list("pk", flat=True):
+        hosts = list(Node.objects.filter(cluster_id=cluster_id, unnamed=False).values_list("hostname", flat=True))
+        guids = ["0x" + g for g in Switch.objects.filter(cluster_id=cluster_id).values_list("guid", flat=True)]
+        if hosts:
+            clusters.append((cluster_id, hosts, guids))
+    took = 0.0
+    for _ in range(2):
+        started = time.perf_counter()
+        for cluster_id, hosts, guids in clusters:
+            samples = [reader.collect(host) for host in hosts]
+            if guids:
+                ports = reader.collect_switches(hosts[0], guids)
+                ports.node = FABRIC_SOURCE
+                samples.append(ports)
+            inbox.push_many(cluster_id, [sample_to_dict(sample) for sample in samples])
+            tasks.ingest_batch(cluster_id)  # here, not queued: this is what is being timed
+        took = time.perf_counter() - started
+    return took, sum(len(hosts) for _, hosts, _ in clusters)
 
 
 def configure(
@@ -134,7 +182,8 @@ class _Worker(WorkController):
 
 class EmbeddedCelery:
     """A worker and (optionally) beat in daemon threads of this process. `start()` returns once the worker
-    consumes; `stop()` ends both. `counts` holds how many tasks of each name finished (a Counter)."""
+    consumes; `stop()` ends both. `counts` holds how many tasks of each name finished (a Counter), and under
+    NODES_READ how many nodes the central polls read."""
 
     def __init__(
         self,
@@ -166,10 +215,12 @@ class EmbeddedCelery:
         """The default queue and the what-if replays' own (production gives those a worker of their own)."""
         return [self.app.conf.task_default_queue, settings.WHATIF_QUEUE]
 
-    def _count(self, sender: Any = None, **_: Any) -> None:
+    def _count(self, sender: Any = None, retval: Any = None, **_: Any) -> None:
         name = getattr(sender, "name", None) or str(sender)
         with self._count_lock:
             self.counts[name] += 1
+            if name == tasks.poll_nodes.name and isinstance(retval, int):
+                self.counts[NODES_READ] += retval
 
     def start(self, timeout: float = 30.0) -> EmbeddedCelery:
         self._previous = configure(self.app, **self.options)

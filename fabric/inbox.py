@@ -45,6 +45,21 @@ def push(cluster_id: int, sample: dict) -> None:
         _local[cluster_id].append(data)
 
 
+def push_many(cluster_id: int, samples: list[dict]) -> None:
+    """Several results at once, in order (a central read of many nodes: one RPUSH, not one a node)."""
+    if not samples:
+        return
+    data = [json.dumps(s, separators=(",", ":")) for s in samples]
+    if settings.REDIS_URL:
+        with _redis().pipeline() as pipe:
+            pipe.rpush(_key(cluster_id), *data)
+            pipe.expire(_key(cluster_id), INBOX_TTL_S)
+            pipe.execute()
+        return
+    with _local_lock:
+        _local[cluster_id].extend(data)
+
+
 def push_front(cluster_id: int, samples: list[dict]) -> None:
     """Put back what a failed drain took, ahead of newer results."""
     if not samples:

@@ -102,6 +102,17 @@ def get_collector(name: str, **options: Any) -> Collector:
     return CombinedCollector(factories)
 
 
+def reads_centrally(name: str) -> bool:
+    """True when every collector `name` names reads any node from wherever it runs (class attribute `central`: the
+    twin, a stand-in for all their hardware that reads the database), so one central task may read many nodes. Not
+    auto, nor a name that is not configured."""
+    try:
+        names = collector_parts(name)
+    except UnknownCollector:
+        return False
+    return names != [AUTO] and all(getattr(import_string(settings.COLLECTORS[n]), "central", False) for n in names)
+
+
 _kept = threading.local()  # per worker thread: name -> (the settings it was made from, the collector)
 
 

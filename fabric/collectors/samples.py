@@ -8,6 +8,7 @@ A field a device did not report (N/A, not supported, an NVML error) is None, nev
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field, fields
 
 # The node name of a sample of switch ports read over the fabric by the fabric agent (perfquery or the twin);
@@ -123,6 +124,44 @@ class NodeSample:
     host: HostSample | None = None  # the host's CPUs and memory (collectors that run on the node read them)
 
 
+_ATOMIC = (str, int, float, bool, type(None))
+_ATOMIC_TYPES = {"str", "int", "float", "bool", "None"}
+# class -> (fields declared str / int / float / bool / None, copied as they are; the other fields: lists, dicts and
+# nested samples, converted one by one)
+_PLANS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
+def _plain(value):
+    plan = _PLANS.get(type(value))
+    if plan is not None:
+        atomic, nested = plan
+        out = {n: getattr(value, n) for n in atomic}
+        for n in nested:
+            out[n] = _plain(getattr(value, n))
+        return out
+    if isinstance(value, _ATOMIC):
+        return value
+    if isinstance(value, list):
+        return [v if isinstance(v, _ATOMIC) else _plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: v if isinstance(v, _ATOMIC) else _plain(v) for k, v in value.items()}
+    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
+
+
+def _plan(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    atomic, nested = [], []
+    for f in fields(cls):
+        kinds = {part.strip() for part in str(f.type).split("|")}
+        (atomic if kinds <= _ATOMIC_TYPES else nested).append(f.name)
+    return tuple(atomic), tuple(nested)
+
+
+def sample_to_dict(sample: NodeSample) -> dict:
+    """What dataclasses.asdict(sample) gives (a plain dict of fresh lists and dicts), several times faster: a central
+    poll turns thousands of samples a round into JSON (asdict was a fifth of a 2,000-node poll)."""
+    return _plain(sample)
+
+
 def sample_from_dict(data: dict) -> NodeSample:
     """The inverse of dataclasses.asdict(NodeSample): samples cross the broker as JSON."""
     gpus = [
@@ -164,3 +203,4 @@ def _pickle_by_fields(cls: type) -> type:
 
 for _cls in (MigInstance, GpuProcess, NvLinkSample, GpuSample, PortSample, HcaSample, HostSample, NodeSample):
     _pickle_by_fields(_cls)
+    _PLANS[_cls] = _plan(_cls)

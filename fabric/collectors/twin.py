@@ -19,6 +19,9 @@ from fabric.collectors.twin_model import TwinModel
 
 class TwinCollector:
     name = "twin"
+    # It reads every node from wherever it runs (registry.reads_centrally): with node queues off, a round of polls is
+    # a few central tasks of many nodes each (fabric.tasks.poll_nodes), not a task per node.
+    central = True
 
     def __init__(
         self,

@@ -18,11 +18,17 @@ When the pipeline itself is behind (no poll sent for `unreachable_polls` interva
 `unreachable_polls` judged rounds in a row missed by a large share of the nodes), the verdict is one cluster-level
 finding, `telemetry_stalled`, that names what is behind and takes no capacity; no node gets a new alert while it
 lasts (a node that answers may still clear its own).
+
+The poller's own pace is the other half (`poller_findings`): when its rounds come, on average over the last
+`unreachable_polls`, more than `BEHIND_SLACK` intervals apart (beat's polls waited on a busy worker or broker, or a
+round took longer to read than the interval), it is behind its schedule. That is one cluster-level finding,
+`telemetry_behind`, that says how many nodes were polled lately and at what cadence; node liveness is not judged
+while it lasts (the caller skips `judge`), since answers late for the same reason would look like silent nodes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from .health import Finding
@@ -31,6 +37,8 @@ UNREACHABLE = "node_unreachable"
 DOWN = "node_down"
 STALLED = "telemetry_stalled"
 BEAT_STALLED = "beat_stalled"
+BEHIND = "telemetry_behind"
+BEHIND_SLACK = 1.5  # rounds more than this many intervals apart, on average, are the poller's lateness
 CLUSTER_KIND = "cluster"
 CLUSTER_KEY = "cluster"  # object key of the findings about the cluster as a whole
 
@@ -227,3 +235,33 @@ def beat_findings(age_s: float | None, *, limit_s: float) -> list[Finding]:
     what = "no beat has ticked yet" if age_s is None else f"beat's last tick was {age_s:.0f} s ago"
     message = f"{what} (limit {limit_s:.0f} s): no polls and no periodic scheduling rounds are sent"
     return [Finding(BEAT_STALLED, "critical", CLUSTER_KIND, CLUSTER_KEY, message)]
+
+
+def cadence(sent: Sequence[float], now: float, rounds: int) -> float | None:
+    """Mean seconds between the newest `rounds` rounds sent, the wait since the newest counted as the last gap (a
+    poller that sends nothing is as late as that wait). None before the first round."""
+    recent = sorted(sent)[-max(1, rounds) :]
+    if not recent:
+        return None
+    return (now - recent[0]) / len(recent)
+
+
+def poller_findings(
+    sent: Sequence[float], *, now: float, rules: Rules, due: int, polled: int, skipped: int = 0
+) -> list[Finding]:
+    """The poller against its own schedule: one `telemetry_behind` finding when its rounds (send times `sent`) come on
+    average more than BEHIND_SLACK intervals apart over the last `rules.unreachable_polls`. `due`: nodes it should
+    poll; `polled`: how many of them answered within the last interval; `skipped`: beat's ticks since the newest round
+    that found it still being read. A wait past `rules.stall_after_s` since the newest round is a stall, which
+    `judge` names (telemetry_stalled), not this."""
+    gap = cadence(sent, now, rules.unreachable_polls)
+    if gap is None or gap <= BEHIND_SLACK * rules.interval_s or now - max(sent) > rules.stall_after_s:
+        return []
+    waits = f"; {skipped} polls waited for the previous round to be read" if skipped else ""
+    message = (
+        f"telemetry polling is behind: {polled} of {due} nodes polled in the last {rules.interval_s:g} s; poll "
+        f"cadence {gap:.1f} s instead of {rules.interval_s:g} s{waits}. The control plane is slower than its schedule "
+        "(a busy worker or broker, or too little CPU for this many nodes), not the nodes: no node is judged "
+        "unreachable or down until it keeps up"
+    )
+    return [Finding(BEHIND, "warning", CLUSTER_KIND, CLUSTER_KEY, message)]

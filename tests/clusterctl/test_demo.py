@@ -3,6 +3,7 @@ process, the twin polled). The web server is replaced by a stand-in that watches
 
 from __future__ import annotations
 
+import re
 import time
 from io import StringIO
 
@@ -16,6 +17,7 @@ from fabric import stored_twin
 from fabric.collectors.twin_model import FLAP
 from fabric.latest import latest_utilisation
 from fabric.models import GPU, Cluster, Node
+from fabric.tasks import poller_status
 from scheduler.models import Job
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -78,3 +80,44 @@ def _only_runserver(fake):
         return fake(name, *args, **kwargs) if name == "runserver" else real(name, *args, **kwargs)
 
     return call
+
+
+def test_a_demo_too_big_for_its_poll_interval_stretches_it_and_says_so(monkeypatch):
+    seen = {}
+
+    def stand_in_for_the_web_server(name, *args, **kwargs):
+        seen["interval"] = settings.TELEMETRY_INTERVAL_S
+        seen["beat"] = next(e["schedule"] for e in app.conf.beat_schedule.values() if e["task"].endswith("poll_all"))
+        demo = Cluster.objects.get(name="demo").pk
+        deadline = time.monotonic() + 12
+        while poller_status(demo)["rounds"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.2)  # the first round, sent at start
+        seen["status"] = demo_command.Command()._cadence()
+
+    # One poll of every node takes 7.9 s here (2,000 servers on a busy core): 15.8 s at half the process's time.
+    monkeypatch.setattr(demo_command, "time_one_poll", lambda: (7.9, 2148))
+    monkeypatch.setattr(demo_command, "call_command", _only_runserver(stand_in_for_the_web_server))
+    out = StringIO()
+    call_command("demo", "--nodes", "4", "--poll-interval", "5", stdout=out)
+    status = seen.pop("status")  # what the 30 s status line shows
+    assert re.fullmatch(r" \(demo: one round every \d+\.\d s, set 16 s\)", status), status
+    assert seen == {"interval": 16.0, "beat": 16.0}
+    assert (
+        "live: one poll of all 2148 nodes takes 7.9 s of this one process, more than half of --poll-interval 5: it "
+        "polls every 16 s instead" in out.getvalue()
+    )
+    assert "the twin is polled every 16 s" in out.getvalue()
+
+
+def test_a_demo_that_can_keep_its_poll_interval_keeps_it(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(demo_command, "time_one_poll", lambda: (2.4, 136))
+    monkeypatch.setattr(
+        demo_command,
+        "call_command",
+        _only_runserver(lambda *a, **k: seen.setdefault("interval", settings.TELEMETRY_INTERVAL_S)),
+    )
+    out = StringIO()
+    call_command("demo", "--nodes", "4", "--poll-interval", "5", stdout=out)
+    assert seen == {"interval": 5.0}
+    assert "live: one poll of all 136 nodes takes 2.4 s of this process\n" in out.getvalue()

@@ -10,9 +10,9 @@ import pytest
 from django.conf import settings
 
 from clusterctl.celery import app
-from clusterctl.embedded import EmbeddedCelery
+from clusterctl.embedded import NODES_READ, EmbeddedCelery, fit_poll_interval, time_one_poll
 from fabric import stored_twin
-from fabric.latest import latest_utilisation
+from fabric.latest import last_seen, latest_utilisation
 from fabric.models import GPU, Node
 from scheduler import actions
 from scheduler.models import Allocation, Job, PriorityClass
@@ -55,8 +55,43 @@ def test_embedded_worker_and_beat_keep_a_generated_cluster_alive():
             return {pk for pk, u in latest_utilisation(cluster.pk, hosts)[1].items() if u > 0.5}
 
         assert wait_for(lambda: busy() == held), (busy(), held, runner.counts)
-    assert runner.counts["fabric.tasks.poll_node"] >= 2 * len(hosts)
+    # the twin is read centrally: a round is one read of every node here (fabric.tasks.poll_nodes), not a task a node
+    assert runner.counts["fabric.tasks.poll_nodes"] >= 2 and runner.counts[NODES_READ] >= 2 * len(hosts)
+    assert runner.counts["fabric.tasks.poll_node"] == 0
     assert runner.counts["fabric.tasks.poll_switches"] >= 1
     assert runner.counts["scheduler.tasks.run_round"] >= 1
     # the process's own Celery settings are back
     assert app.conf.broker_url == broker_before and settings.TELEMETRY_NODE_QUEUES is True
+
+
+@pytest.mark.parametrize(
+    ("asked", "one_poll", "fit"),
+    [
+        (5.0, 2.5, 5.0),  # half of the interval: kept
+        (5.0, 2.6, 6.0),  # 5.2 s needed: whole seconds
+        (5.0, 7.9, 16.0),  # 2,000 servers on one busy core: 15.8 s needed
+        (1.0, 0.1, 1.0),
+    ],
+)
+def test_the_poll_interval_is_stretched_to_what_one_process_can_keep(asked, one_poll, fit):
+    assert fit_poll_interval(asked, one_poll) == fit
+
+
+def test_polling_may_take_a_share_of_the_process_between_none_and_all():
+    assert fit_poll_interval(5.0, 5.0, share=1.0) == 5.0
+    with pytest.raises(ValueError, match="share must be in"):
+        fit_poll_interval(5.0, 1.0, share=0.0)
+
+
+def test_one_poll_is_timed_here_and_fills_the_latest_state():
+    stored_twin.forget_twins()
+    cluster = fat_tree("timed", nodes=4, gpus_per_node=8, leaf_ports=16)
+    hosts = set(Node.objects.filter(cluster=cluster).values_list("hostname", flat=True))
+    try:
+        took, nodes = time_one_poll()
+    finally:
+        stored_twin.forget_twins()  # the twin of a cluster this test's database forgets
+    assert nodes == len(hosts) and 0 < took < 30
+    assert hosts < set(last_seen(cluster.pk))  # and the fabric agent's switch ports
+    links, gpus = latest_utilisation(cluster.pk, sorted(hosts), smoothed=False)
+    assert set(gpus) == set(GPU.objects.filter(node__cluster=cluster).values_list("pk", flat=True)) and links

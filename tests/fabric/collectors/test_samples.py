@@ -1,5 +1,6 @@
 """Samples pickle as (class, field values) for the latest-state cache: the round trip keeps every field."""
 
+import dataclasses
 import pickle
 
 from fabric.collectors.samples import (
@@ -11,6 +12,8 @@ from fabric.collectors.samples import (
     NodeSample,
     NvLinkSample,
     PortSample,
+    sample_from_dict,
+    sample_to_dict,
 )
 
 
@@ -51,3 +54,22 @@ def test_a_pickled_sample_names_no_field_twice():
     # The field names are not in the pickle: only the class and the values, in field order.
     blob = pickle.dumps(_sample(), pickle.HIGHEST_PROTOCOL)
     assert b"utilisation_gpu_pct" not in blob
+
+
+def test_sample_to_dict_is_asdict_and_comes_back_whole():
+    original = _sample()
+    plain = sample_to_dict(original)
+    assert plain == dataclasses.asdict(original)
+    assert sample_from_dict(plain) == original
+    assert sample_to_dict(NodeSample(node="n2", collected_at=1.0, collector="twin")) == dataclasses.asdict(
+        NodeSample(node="n2", collected_at=1.0, collector="twin")
+    )
+
+
+def test_sample_to_dict_shares_no_list_or_dict_with_the_sample():
+    original = _sample()
+    plain = sample_to_dict(original)
+    plain["ports"][0]["counters"]["port_xmit_data"] = 0
+    plain["gpus"][0]["xid_events"].append(48)
+    plain["errors"].clear()
+    assert original == _sample()

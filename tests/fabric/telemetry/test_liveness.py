@@ -12,6 +12,7 @@ import pytest
 
 from fabric.telemetry.liveness import (
     BEAT_STALLED,
+    BEHIND,
     DOWN,
     STALLED,
     UNREACHABLE,
@@ -21,8 +22,10 @@ from fabric.telemetry.liveness import (
     Rules,
     State,
     beat_findings,
+    cadence,
     judge,
     missing_share,
+    poller_findings,
     sent,
 )
 
@@ -300,3 +303,56 @@ def test_the_judges_records_cannot_be_changed_in_place():
                       (state, "pending"), (verdict, "cluster")):  # fmt: skip
         with pytest.raises(dataclasses.FrozenInstanceError):
             setattr(obj, name, None)
+
+
+#
+# The poller's own pace (poller_findings): rounds every 10 s are on time, on average more than 15 s apart are behind
+#
+
+
+def test_cadence_is_the_mean_gap_of_the_newest_rounds_with_the_wait_since_the_last():
+    assert cadence([], 100.0, 3) is None
+    assert cadence([100.0], 110.0, 3) == 10.0
+    # (160 - 100) / 3: the rounds at 100, 120, 140 and the wait since 140; the one at 70 is older than the last 3
+    assert cadence([70.0, 100.0, 120.0, 140.0], 160.0, 3) == 20.0
+    assert cadence([140.0, 70.0, 120.0, 100.0], 160.0, 3) == 20.0  # in any order
+
+
+def test_a_poller_that_sent_nothing_yet_is_not_behind():
+    assert poller_findings([], now=1000.0, rules=RULES, due=4, polled=0) == []
+
+
+def test_a_poller_on_its_cadence_says_nothing():
+    assert poller_findings([100.0, 110.0, 120.0], now=130.0, rules=RULES, due=4, polled=4) == []
+
+
+def test_a_poller_whose_rounds_come_twice_the_interval_apart_is_behind():
+    (f,) = poller_findings([100.0, 120.0, 140.0], now=160.0, rules=RULES, due=2004, polled=812)
+    assert (f.rule, f.severity, f.object_kind, f.object_key, f.removes_capacity) == (
+        BEHIND, "warning", "cluster", "cluster", False,
+    )  # fmt: skip
+    assert f.message == (
+        "telemetry polling is behind: 812 of 2004 nodes polled in the last 10 s; poll cadence 20.0 s instead of 10 s. "
+        "The control plane is slower than its schedule (a busy worker or broker, or too little CPU for this many "
+        "nodes), not the nodes: no node is judged unreachable or down until it keeps up"
+    )
+
+
+def test_a_poller_exactly_one_and_a_half_intervals_apart_is_not_yet_behind():
+    assert poller_findings([100.0, 115.0, 130.0], now=145.0, rules=RULES, due=4, polled=4) == []
+    assert poller_findings([100.0, 115.0, 130.0], now=145.3, rules=RULES, due=4, polled=4) != []
+
+
+def test_ticks_skipped_while_a_round_is_read_make_it_behind_and_are_named():
+    # Rounds at 100 and 110 on time; the one at 120 still being read at 130, 140 and now 150: (150 - 100) / 3.
+    (f,) = poller_findings([100.0, 110.0, 120.0], now=150.0, rules=RULES, due=4, polled=1, skipped=3)
+    assert (
+        "1 of 4 nodes polled in the last 10 s; poll cadence 16.7 s instead of 10 s; 3 polls waited for the "
+        "previous round to be read." in f.message
+    )
+
+
+def test_no_round_for_longer_than_three_intervals_is_a_stall_not_a_late_poller():
+    # judge names that one (telemetry_stalled: no poll was sent for 31 s ...); exactly 30 s is still behind
+    assert poller_findings([100.0, 120.0, 140.0], now=171.0, rules=RULES, due=4, polled=0) == []
+    assert poller_findings([100.0, 120.0, 140.0], now=170.0, rules=RULES, due=4, polled=0) != []
