@@ -132,7 +132,17 @@ if REDIS_URL:
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
-                "hosts": [REDIS_URL],
+                # redis-py gives up reading after 5 s by default, the very time channels-redis blocks waiting for a
+                # message (BRPOP 5): on a quiet socket the read timed out first and killed the consumer (12-21 of
+                # 1,000 sockets per bench_push_load run). A pool that fails at once past its connections
+                # (100 by default) lost most group_discards when a thousand pages closed together.
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": env.float("CHANNEL_REDIS_SOCKET_TIMEOUT_S", 15.0),
+                        "max_connections": env.int("CHANNEL_REDIS_MAX_CONNECTIONS", 2000),
+                    }
+                ],
                 # A client that stops reading is dropped, not buffered: at most `capacity` messages wait for a
                 # socket (the broadcaster sends one a second per group), and a message unread after `expiry`
                 # seconds is gone; the page sees the seq gap and resyncs. A socket whose web process died leaves

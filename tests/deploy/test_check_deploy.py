@@ -98,3 +98,17 @@ def test_debug_mode_starts_without_secret_key(tmp_path):
     result = _manage(env, "shell", "-c", "from django.conf import settings; print(bool(settings.SECRET_KEY))")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "True", result.stdout
+
+
+def test_the_channel_layer_reads_redis_longer_than_channels_redis_blocks(tmp_path):
+    # A read timeout at or under channels-redis' BRPOP wait killed quiet sockets' consumers (bench_push_load).
+    code = (
+        "import environ; environ.Env.read_env = classmethod(lambda cls, *args, **kwargs: None); "
+        "import django; django.setup(); from django.conf import settings; "
+        "from channels_redis.core import RedisChannelLayer; "
+        "host = settings.CHANNEL_LAYERS['default']['CONFIG']['hosts'][0]; "
+        "print(host['socket_timeout'] > RedisChannelLayer.brpop_timeout, host['max_connections'] >= 1000)"
+    )
+    env = _production_env(tmp_path, REDIS_URL="redis://127.0.0.1:6379/0")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "True"]
