@@ -288,3 +288,24 @@ def test_snapshot_frames_carry_the_seq_of_each_topics_group(rig):
     groups = {t: broadcast.fabric_group(c, t) for t in ("overview", "gpus")}
     frames = broadcast.snapshot_frames(c, ["gpus", "overview"], groups)
     assert [(f["topic"], f["seq"]) for f in frames] == [("overview", 7), ("gpus", 3)]
+
+
+def test_a_worker_that_runs_tasks_late_does_not_delay_each_poll_more_than_the_last(rig):
+    # Polls mark at 1000, 1001, 1002, ...; the worker runs each task 0.2 s after it was due.
+    results = []
+    for k in range(5):
+        rig.clock[0] = 1000.0 + k
+        rig.mark("gpus")
+        due = rig.clock[0] + rig.enqueued[-1]
+        results.append(rig.flush(due + 0.2))
+    # Every poll waited 0 s for its window: the window follows when the runs were due, not when they ran.
+    assert rig.enqueued == [0.0] * 5
+    assert [r.get("topics") for r in results] == [("gpus",)] * 5  # each run broadcast, none deferred
+
+
+def test_a_late_run_still_keeps_half_a_window_from_the_next_send(rig):
+    rig.mark("gpus")
+    rig.flush(1000.8)  # due at 1000.0, ran 0.8 s late
+    rig.clock[0] = 1000.9
+    rig.mark("gpus")
+    assert rig.enqueued[-1] == pytest.approx(0.4)  # 1000.8 + 0.5, not 1000.0 + 1.0 (already past)
