@@ -26,6 +26,7 @@ def main() -> None:
     parser.add_argument("--gpus", type=int, default=10_000)
     parser.add_argument("--polls", type=int, default=3)
     parser.add_argument("--switch-ports", type=int, default=10_000)
+    parser.add_argument("--leaf-ports", type=int, default=64, help="switch radix (128 for 100,000 GPUs)")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterctl.settings")
     os.environ.setdefault("DEBUG", "1")
@@ -46,7 +47,7 @@ def main() -> None:
         from scheduler.actions import delete_cluster
 
         delete_cluster(Cluster.objects.get(name=name))
-    actions.generate_fabric(name, nodes=args.gpus // 8, gpus_per_node=8, gpu_model="H100", leaf_ports=64)
+    actions.generate_fabric(name, nodes=args.gpus // 8, gpus_per_node=8, gpu_model="H100", leaf_ports=args.leaf_ports)
     cluster = Cluster.objects.get(name=name)
     devices: dict[str, list[str]] = {}
     for host, device in HCA.objects.filter(cluster=cluster).values_list("node__hostname", "device"):
