@@ -82,3 +82,10 @@ def test_other_topics_and_floats_stay_exact() -> None:
     nodes = [{"id": 1, "x": 0.123456, "hosts": ["a", "b"]}, {"id": 2, "x": 7.5, "hosts": []}]
     frame = {"type": "snapshot", "topic": "fabric", "seq": 0, "data": {"nodes": nodes}}
     assert broadcast.decode(broadcast.wire(frame)) == frame
+
+
+def test_a_table_column_keeps_one_one_point_oh_true_and_the_string_apart_and_merges_equal_objects() -> None:
+    values = [1, 1.0, True, "1", None, 1, {"a": 1, "b": 2}, {"b": 2, "a": 1}, [1], True]
+    spec, body = broadcast._table_column(values)
+    assert spec == {"t": "u8", "e": "table", "v": [1, 1.0, True, "1", None, {"a": 1, "b": 2}, [1]]}
+    assert list(body) == [0, 1, 2, 3, 4, 0, 5, 5, 6, 2]
