@@ -112,8 +112,8 @@ def main(argv: list[str] | None = None) -> int:
         f"quota-blocked {st['quota_blocked']}  preemption attempts {st['preemption_attempts']}  "
         f"free GPUs after {st['free_gpus']}/{st['capacity_gpus']}"
     )
-    target = 1.0
-    print(f"target p99 <= {target:.0f} s: {'met' if p99 <= target else 'NOT met'}")
+    target = 0.1 if args.churn > 0 else 1.0  # a churn round (issue 16) / a round that fills the cluster
+    print(f"target p99 <= {target:g} s: {'met' if p99 <= target else 'NOT met'}")
     return 0
 
 
