@@ -3,12 +3,13 @@
 Whatever changes what a page shows calls `mark_dirty(cluster_id, topics)` (ingest after its writes, a scheduling
 round after commit, fabric and job events through `on_fabric_event` / `on_job_event`). After commit the topics are
 flagged in the cache, and the first mark of a window enqueues `dashboard.tasks.broadcast` with a countdown that
-keeps each group at one message per second at most (`INTERVAL_S`). The task (`flush`) builds the current state of
-the dirty topics (dashboard.selectors), diffs it against the state it last sent (kept in the cache per cluster and
-topic: the *baseline*), and does one `group_send` per group: `fabric.<id>.<topic>` for each fabric topic that changed
-(one group per topic, so a page that shows the overview only never receives the fabric's or the GPUs' frames),
-`queue.<id>`, and `queue.<id>.t<tenant>` for each tenant whose own jobs changed, filtered to them. Never one message
-per client: Channels fans a group out, and the frames go encoded once.
+keeps each group at one message a second on average, never two within half a second (`INTERVAL_S`, `SLACK_S`). The
+task (`flush`) builds the current state of the dirty topics (dashboard.selectors), diffs it against the state it
+last sent (kept in the cache per cluster and topic: the *baseline*), and does one `group_send` per group:
+`fabric.<id>.<topic>` for each fabric topic that changed (one group per topic, so a page that shows the overview
+only never receives the fabric's or the GPUs' frames), `queue.<id>`, and `queue.<id>.t<tenant>` for each tenant
+whose own jobs changed, filtered to them. Never one message per client: Channels fans a group out, and the frames go
+encoded once.
 
 Sockets start from the same baseline (`snapshot_frames`), so a snapshot plus the deltas that follow it always add
 up to what the broadcaster sent. A baseline missing (first use, an emptied cache) is built and stored, and the
@@ -47,7 +48,8 @@ log = logging.getLogger(__name__)
 
 
 BROADCAST_TASK = "dashboard.tasks.broadcast"
-INTERVAL_S = 1.0  # one message per group per this many seconds at most, on average (never two within half of it)
+INTERVAL_S = 1.0  # one message per group per this many seconds, on average
+SLACK_S = 0.5  # how much earlier than the average rate a send may go (never two within INTERVAL_S - SLACK_S)
 EARLY_S = 0.05  # a task this much early still runs (timer jitter)
 SCHEDULED_TTL_S = 15  # a scheduled task lost with its worker blocks new ones this long at most
 LOCK_TTL_S = 60
@@ -200,12 +202,17 @@ def flush(cluster_id: int, *, now: float | None = None, eager: bool | None = Non
         if not topics:
             return {"topics": ()}
         cache.delete_many([keys[t] for t in topics])
-        # The next window opens a second after this run was due, not after it started: counted from the start, a
-        # worker that picks tasks up p ms late pushed each 1 Hz poll's frames p ms later than the last (0 -> 415 ms
-        # over 20 polls in bench_push_load). Never closer than half a window to this send, whatever the lateness.
+        # One send a second on average, with half a second of slack (GCRA): `tat` advances a second from when each
+        # run was due, and the next may go as soon as half a second before it. With a strict second counted from
+        # each start, a worker picking tasks up late delayed every 1 Hz poll's frames a little more than the last
+        # (0 -> 415 ms over 20 polls in bench_push_load), and one slow ingest set the phase every later poll waited
+        # for. Never two sends within half a window, whatever the lateness.
         due = cache.get(_key(cluster_id, "due"))
         due = now if due is None or eager else min(due, now)
-        cache.set(_key(cluster_id, "next"), max(due + INTERVAL_S, now + INTERVAL_S / 2), 60)
+        tat = max(cache.get(_key(cluster_id, "tat")) or due, due) + INTERVAL_S
+        cache.set_many(
+            {_key(cluster_id, "tat"): tat, _key(cluster_id, "next"): max(tat, now + INTERVAL_S) - SLACK_S}, 60
+        )
         t0 = time.perf_counter()
         try:
             result = _broadcast(cluster_id, topics, now)
@@ -556,7 +563,7 @@ def _group_send(layer, group: str, message: dict) -> None:
 def forget(cluster_id: int) -> None:
     """Drop what the broadcaster keeps for a cluster (baselines, trend, flags); sequence numbers stay."""
     keys = [state_key(cluster_id, t) for t in TOPICS] + [dirty_key(cluster_id, t) for t in TOPICS]
-    keys += [_key(cluster_id, k) for k in ("trend", "next", "scheduled", "lock")]
+    keys += [_key(cluster_id, k) for k in ("trend", "next", "tat", "due", "scheduled", "lock")]
     cache.delete_many(keys)
 
 
