@@ -83,7 +83,7 @@ def main() -> None:
             for _ in range(args.runs):
                 cache.delete(broadcast.state_key(cluster_id, topic))  # a baseline missing: built as on first use
                 t1 = time.perf_counter()
-                frames = broadcast.snapshot_frames(cluster_id, [topic], group)
+                frames = broadcast.snapshot_frames(cluster_id, [topic], {topic: group})
                 t2 = time.perf_counter()
                 sent = [_bytes(broadcast.wire(f)) for f in frames]
                 t3 = time.perf_counter()

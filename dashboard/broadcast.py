@@ -674,13 +674,12 @@ def _diff_queue(before: dict, after: dict) -> tuple[str | None, Any]:
 
 
 def snapshot_frames(
-    cluster_id: int, topics: Iterable[str], group: str | Mapping[str, str], *, tenant: str | None = None
+    cluster_id: int, topics: Iterable[str], groups: Mapping[str, str], *, tenant: str | None = None
 ) -> list[dict] | None:
     """One snapshot frame per topic, from the broadcaster's baseline (built and stored when missing), carrying
-    the current seq of the topic's group (`group`: one for every topic, or each topic's): the deltas that follow on
-    the socket continue from seq + 1. None: no such cluster."""
+    the current seq of the topic's group (`groups`: topic -> the group the socket receives it from): the deltas that
+    follow on the socket continue from seq + 1. None: no such cluster."""
     wanted = _topics(topics)
-    groups = {t: group if isinstance(group, str) else group[t] for t in wanted}
     seqs = cache.get_many([seq_key(g) for g in set(groups.values())])  # before the baselines: see _broadcast
     keys = {t: state_key(cluster_id, t) for t in wanted}
     found = cache.get_many(list(keys.values()))

@@ -8,7 +8,6 @@ A field a device did not report (N/A, not supported, an NVML error) is None, nev
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field, fields
 
 # The node name of a sample of switch ports read over the fabric by the fabric agent (perfquery or the twin);
@@ -125,40 +124,26 @@ class NodeSample:
 
 
 _ATOMIC = (str, int, float, bool, type(None))
-_ATOMIC_TYPES = {"str", "int", "float", "bool", "None"}
-# class -> (fields declared str / int / float / bool / None, copied as they are; the other fields: lists, dicts and
-# nested samples, converted one by one)
-_PLANS: dict[type, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+_FIELDS: dict[type, tuple[str, ...]] = {}  # sample class -> its field names, in order (filled below)
 
 
 def _plain(value):
-    plan = _PLANS.get(type(value))
-    if plan is not None:
-        atomic, nested = plan
-        out = {n: getattr(value, n) for n in atomic}
-        for n in nested:
-            out[n] = _plain(getattr(value, n))
-        return out
+    names = _FIELDS.get(type(value))
+    if names is not None:
+        return {n: v if isinstance(v := getattr(value, n), _ATOMIC) else _plain(v) for n in names}
     if isinstance(value, _ATOMIC):
         return value
     if isinstance(value, list):
         return [v if isinstance(v, _ATOMIC) else _plain(v) for v in value]
     if isinstance(value, dict):
         return {k: v if isinstance(v, _ATOMIC) else _plain(v) for k, v in value.items()}
-    return dataclasses.asdict(value) if dataclasses.is_dataclass(value) else value
-
-
-def _plan(cls: type) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    atomic, nested = [], []
-    for f in fields(cls):
-        kinds = {part.strip() for part in str(f.type).split("|")}
-        (atomic if kinds <= _ATOMIC_TYPES else nested).append(f.name)
-    return tuple(atomic), tuple(nested)
+    return value
 
 
 def sample_to_dict(sample: NodeSample) -> dict:
-    """What dataclasses.asdict(sample) gives (a plain dict of fresh lists and dicts), several times faster: a central
-    poll turns thousands of samples a round into JSON (asdict was a fifth of a 2,000-node poll)."""
+    """What dataclasses.asdict(sample) gives (a plain dict of fresh lists and dicts), without its deep copies of plain
+    values: a central poll turns thousands of samples a round into JSON (asdict was a fifth of a 2,000-node poll;
+    this takes 0.75-0.85 of its time on 2,000 samples of 8 GPUs and 8 ports)."""
     return _plain(sample)
 
 
@@ -188,19 +173,17 @@ def sample_from_dict(data: dict) -> NodeSample:
     )
 
 
-def _pickle_by_fields(cls: type) -> type:
+def _pickle_by_fields(cls: type) -> None:
     """Pickle as (class, field values): the latest-state cache pickles the previous sample of every node at every
     poll, and the dataclass default (a state tuple restored one setattr at a time) took twice as long to load and
     a third more bytes."""
-    names = tuple(f.name for f in fields(cls))
+    names = _FIELDS[cls] = tuple(f.name for f in fields(cls))
 
     def __reduce__(self):
         return cls, tuple([getattr(self, n) for n in names])
 
     cls.__reduce__ = __reduce__
-    return cls
 
 
 for _cls in (MigInstance, GpuProcess, NvLinkSample, GpuSample, PortSample, HcaSample, HostSample, NodeSample):
     _pickle_by_fields(_cls)
-    _PLANS[_cls] = _plan(_cls)

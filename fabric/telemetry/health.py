@@ -180,15 +180,11 @@ def evaluate_port(
         return out
 
     deltas = rates.error_deltas
-    over = (
-        {
-            name: deltas[name]
-            for name, limit in _error_limits(th)
-            if deltas.get(name) is not None and deltas[name] >= limit
-        }
-        if deltas
-        else {}
-    )
+    over = {
+        name: deltas[name]
+        for name, limit in _error_limits(th)
+        if deltas.get(name) is not None and deltas[name] >= limit
+    }
     if over:
         detail = ", ".join(f"{name} +{n}" for name, n in over.items())
         out.append(

@@ -275,7 +275,7 @@ class _Round:
 
         # The levels the queue was ordered by (ServiceRank.sort_keys); not shared when a base <= 1 makes
         # sort_keys and level() part ways.
-        own_keys = self.service_keys if svc is not None and svc is self.service and svc.base > 1 else None
+        own_keys = self.service_keys if svc is not None and svc.base > 1 else None
 
         def service_floor(job: JobRequest, prio: int) -> int | None:
             """The service level a running job of this job's own line must be at to give way to it."""

@@ -256,7 +256,7 @@ def test_trend_keeps_a_bounded_ring(rig):
 
 
 def test_snapshot_frames_start_from_the_baseline(rig, site):
-    group = broadcast.queue_group(rig.cluster_id, site.tenant_a.pk)
+    group = {"queue": broadcast.queue_group(rig.cluster_id, site.tenant_a.pk)}
     site.submit(site.tenant_a, 8, name="mine")
     site.submit(site.tenant_b, 8, name="theirs")
     (frame,) = broadcast.snapshot_frames(rig.cluster_id, ["queue"], group, tenant="tenant-a")
