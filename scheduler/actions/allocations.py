@@ -22,6 +22,20 @@ from scheduler.models import (
 )
 
 
+@dataclass(slots=True)
+class LedgerRoom:
+    """A locked GPU ledger row's room, read as plain values: a round checks and takes thousands at once, and a model
+    instance per row cost more than the statement that locked them."""
+
+    gpu_id: int
+    compute_pct: int
+    memory_mib: int
+    memory_total_mib: int
+    mig_slices: int
+    replicas: int
+    replicas_max: int
+
+
 @dataclass(frozen=True)
 class ShareSpec:
     """One GPU's part for a job, as the engine decided it."""
@@ -38,7 +52,7 @@ class ShareSpec:
 
 def _ensure_ledgers(gpu_ids: Iterable[int]) -> None:
     ids = set(gpu_ids)
-    have = set(GpuLedger.objects.filter(gpu_id__in=ids).values_list("gpu_id", flat=True))
+    have = set(GpuLedger.objects.filter(gpu_id__any_of=ids).values_list("gpu_id", flat=True))
     missing = ids - have
     if missing:
         totals = dict(GPU.objects.filter(pk__in=missing).values_list("pk", "memory_mib"))
@@ -132,7 +146,7 @@ def release_allocations(job: Job, gpu_ids: Iterable[int] | None = None) -> int:
     return len(held)
 
 
-def _fits(ledger: GpuLedger, share: ShareSpec, replicas_max: int) -> bool:
+def _fits(ledger: GpuLedger | LedgerRoom, share: ShareSpec, replicas_max: int) -> bool:
     """Room rules of the ledger, checked on a locked row in memory (by _claim and by a round's bulk placement)."""
     if share.kind in (ShareKind.WHOLE, ShareKind.MPS):
         return (
@@ -146,7 +160,7 @@ def _fits(ledger: GpuLedger, share: ShareSpec, replicas_max: int) -> bool:
     return ledger.compute_pct == 0 and ledger.mig_slices == 0 and ledger.replicas < replicas_max
 
 
-def _take(ledger: GpuLedger, share: ShareSpec, replicas_max: int) -> None:
+def _take(ledger: GpuLedger | LedgerRoom, share: ShareSpec, replicas_max: int) -> None:
     if share.kind in (ShareKind.WHOLE, ShareKind.MPS):
         ledger.compute_pct += share.compute_pct
         ledger.memory_mib += share.memory_mib

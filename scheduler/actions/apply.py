@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from scheduler import events
 from scheduler.actions.allocations import (
+    LedgerRoom,
     ShareSpec,
     _ensure_ledgers,
     _fits,
@@ -222,25 +223,16 @@ def _place_all(placements, index, round_id: int, now) -> tuple[list, list[tuple[
     current = {
         pk: (status, version, held)
         for pk, status, version, held in jobs_for_update()
-        .filter(pk__in=list(specs))
+        .filter(pk__any_of=sorted(specs))
         .order_by("pk")
         .values_list("pk", "status", "version", "held")
     }
-    ledger_fields = (
-        "gpu_id",
-        "compute_pct",
-        "memory_mib",
-        "memory_total_mib",
-        "mig_slices",
-        "replicas",
-        "replicas_max",
-    )
+    ledger_fields = [f.name for f in fields(LedgerRoom)]
     wanted = {s.gpu_id for v in specs.values() for s in v}
 
-    def lock(ids) -> dict[int, GpuLedger]:
-        rows = GpuLedger.objects.select_for_update(no_key=True).filter(gpu_id__in=ids).order_by("gpu_id")
-        rows = rows.values_list(*ledger_fields)
-        return {row[0]: GpuLedger(**dict(zip(ledger_fields, row, strict=True))) for row in rows}
+    def lock(ids) -> dict[int, LedgerRoom]:
+        rows = GpuLedger.objects.select_for_update(no_key=True).filter(gpu_id__any_of=sorted(ids)).order_by("gpu_id")
+        return {row[0]: LedgerRoom(*row) for row in rows.values_list(*ledger_fields)}
 
     ledgers = lock(wanted)
     if len(ledgers) < len(wanted):  # GPUs imported after the scheduler first saw the cluster
@@ -270,7 +262,7 @@ def _place_all(placements, index, round_id: int, now) -> tuple[list, list[tuple[
         lg = ledgers[g]
         by_state[(lg.compute_pct, lg.memory_mib, lg.mig_slices, lg.replicas, lg.replicas_max)].append(g)
     for (pct, memory, slices, replicas, replicas_max), ids in by_state.items():
-        GpuLedger.objects.filter(gpu_id__in=ids).update(
+        GpuLedger.objects.filter(gpu_id__any_of=ids).update(
             compute_pct=pct, memory_mib=memory, mig_slices=slices, replicas=replicas, replicas_max=replicas_max
         )
     shares = [(p.job_id, s) for p in placed for s in specs[p.job_id]]
@@ -300,7 +292,7 @@ def _place_all(placements, index, round_id: int, now) -> tuple[list, list[tuple[
     for borrowed in (False, True):
         ids = [p.job_id for p in placed if p.borrowed == borrowed]
         for chunk in (ids[i : i + 10_000] for i in range(0, len(ids), 10_000)):
-            Job.objects.filter(pk__in=chunk).update(
+            Job.objects.filter(pk__any_of=chunk).update(
                 status=status, status_reason=status_reason, started_at=now, borrowed=borrowed,
                 version=F("version") + 1, generation=F("generation") + 1,
             )  # fmt: skip

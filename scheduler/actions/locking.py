@@ -105,7 +105,7 @@ def lock_jobs(ids: Iterable[int]) -> list[int]:
     wanted = sorted(set(ids))
     if not wanted:
         return []
-    return list(jobs_for_update().filter(pk__in=wanted).order_by("pk").values_list("pk", flat=True))
+    return list(jobs_for_update().filter(pk__any_of=wanted).order_by("pk").values_list("pk", flat=True))
 
 
 def lock_ledgers(gpu_ids: Iterable[int]) -> list[int]:
@@ -113,5 +113,5 @@ def lock_ledgers(gpu_ids: Iterable[int]) -> list[int]:
     wanted = sorted(set(gpu_ids))
     if not wanted:
         return []
-    rows = GpuLedger.objects.select_for_update(no_key=True).filter(gpu_id__in=wanted).order_by("gpu_id")
+    rows = GpuLedger.objects.select_for_update(no_key=True).filter(gpu_id__any_of=wanted).order_by("gpu_id")
     return list(rows.values_list("gpu_id", flat=True))
