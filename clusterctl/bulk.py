@@ -44,6 +44,10 @@ def copy_rows(model, columns: list[str], rows: list[tuple], *, ignore_conflicts:
     )
 
 
-def _json_row(row: tuple, json_cols: set[int]) -> tuple:
+def _json_row(row: tuple, json_cols: set[int]) -> list:
     # Most JSON values of a time series are empty (a port's error growth): no encoder call for those.
-    return tuple(("{}" if v == {} else json.dumps(v)) if i in json_cols else v for i, v in enumerate(row))
+    out = list(row)
+    for i in json_cols:
+        v = out[i]
+        out[i] = "{}" if v == {} else json.dumps(v)
+    return out

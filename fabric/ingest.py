@@ -47,7 +47,7 @@ from fabric.importers.types import normalise_guid
 from fabric.models import GPU, HCA, GpuMetric, Node, Port, PortMetric
 from fabric.selectors import fabric_version
 from fabric.telemetry import liveness
-from fabric.telemetry.health import Finding, Thresholds, evaluate_gpu, evaluate_port, gpu_key, port_key
+from fabric.telemetry.health import Finding, Thresholds, evaluate_gpu, evaluate_port
 from fabric.telemetry.rates import port_rates
 
 log = logging.getLogger(__name__)
@@ -238,28 +238,34 @@ def _node_rows(cluster_id, pmap, prev, sample, at, thresholds, port_rows, gpu_ro
     """Rates, rows and findings of one node's sample; returns its load (raw link and GPU utilisation)."""
     node = sample.node
     fabric = node == FABRIC_SOURCE
-    prev_ports = {(p.device, p.port): p for p in prev.ports} if prev else {}
     prev_gpus = {g.index: g for g in prev.gpus} if prev else {}
     hca_ports = pmap.hca_ports.get(node, {})
+    switch_ports = pmap.switch_ports
     out: list[Finding] = []
     links: dict[int, float] = {}
-    for cur in sample.ports:
-        before = prev_ports.get((cur.device, cur.port))
-        rates = port_rates(before, prev.collected_at, cur, sample.collected_at) if before is not None else None
-        ref = pmap.switch_ports.get((_switch_guid(cur.device), cur.port)) if fabric else hca_ports.get(
-            (cur.device, cur.port)
-        )  # fmt: skip
+    ports = sample.ports
+    before_ports = _previous_ports(prev, ports)
+    prev_t, cur_t = (prev.collected_at if prev else None), sample.collected_at
+    for cur, before in zip(ports, before_ports, strict=True):
+        rates = port_rates(before, prev_t, cur, cur_t) if before is not None else None
+        if fabric:
+            ref = switch_ports.get((_switch_guid(cur.device), cur.port))
+        else:
+            ref = hca_ports.get((cur.device, cur.port))
         cabled = ref is not None and ref.link_id is not None
-        out += evaluate_port(before, cur, rates, thresholds, key=f"{node}/{port_key(cur)}", cabled=cabled)
+        found = evaluate_port(before, cur, rates, thresholds, cabled=cabled, node=node)
+        if found:
+            out += found
         if ref is None or rates is None or rates.tx_bytes_per_s is None:
             continue
         util = None
         if ref.link_id is not None and ref.capacity_gbps > 0:
-            busiest = max(v for v in (rates.tx_bytes_per_s, rates.rx_bytes_per_s) if v is not None)
+            tx, rx = rates.tx_bytes_per_s, rates.rx_bytes_per_s
+            busiest = tx if rx is None or tx >= rx else rx
             util = min(1.0, max(0.0, busiest * 8 / (ref.capacity_gbps * 1e9)))
             links[ref.link_id] = max(util, links.get(ref.link_id, 0.0))
             result.link_utilisation[ref.link_id] = max(util, result.link_utilisation.get(ref.link_id, 0.0))
-        errors = {k: v for k, v in rates.error_deltas.items() if v}
+        errors = {k: v for k, v in rates.error_deltas.items() if v} if rates.error_deltas else {}
         port_rows.append(
             (ref.port_id, at, rates.tx_bytes_per_s, rates.rx_bytes_per_s, rates.xmit_wait_per_s, util, errors)
         )
@@ -267,7 +273,9 @@ def _node_rows(cluster_id, pmap, prev, sample, at, thresholds, port_rows, gpu_ro
     gpus: dict[int, float] = {}
     gpu_metrics: dict[int, tuple] = {}
     for cur in sample.gpus:
-        out += evaluate_gpu(prev_gpus.get(cur.index), cur, key=f"{node}/{gpu_key(cur)}")
+        found = evaluate_gpu(prev_gpus.get(cur.index), cur, node=node)
+        if found:
+            out += found
         gpu_id = gpu_ids.get(cur.index)
         if gpu_id is None:
             continue
@@ -278,6 +286,20 @@ def _node_rows(cluster_id, pmap, prev, sample, at, thresholds, port_rows, gpu_ro
     if out:
         findings[node] = out
     return {"links": links, "gpus": gpus, "gpu_metrics": gpu_metrics}
+
+
+def _previous_ports(prev: NodeSample | None, ports: list) -> list:
+    """Each port's previous sample (None: none), in `ports` order. A collector reads a node's ports in the same order
+    every poll, so pairing them in order is checked, not assumed; any difference falls back to a lookup."""
+    if prev is None:
+        return [None] * len(ports)
+    before = prev.ports
+    if len(before) == len(ports) and all(
+        a.port == b.port and a.device == b.device for a, b in zip(before, ports, strict=True)
+    ):
+        return before
+    by_key = {(p.device, p.port): p for p in before}
+    return [by_key.get((p.device, p.port)) for p in ports]
 
 
 def hca_claims(pmap: _PortMap, sample: NodeSample) -> tuple[list[tuple[str, str]], dict[str, str]]:

@@ -3,10 +3,11 @@
 One writer, `fabric.ingest` (`store`, after `read_previous`); the readers (the scheduler's snapshot, the live views,
 /metrics, fabric.selectors, the liveness check) import this module, never the write path.
 
-Cache keys per cluster: `telemetry:<id>:<node>` the previous sample (for rates), `telemetry:<id>:u:<node>` the
-node's current link and GPU load (raw and smoothed; what the scheduler and the heat maps read), and
-`telemetry:<id>:seen` node -> time of its newest sample (liveness, poll lag). The fabric agent's switch ports are
-the node FABRIC_SOURCE.
+Cache keys per cluster: `telemetry:<id>:<node>` what the next poll's rates and health rules read of the previous
+sample (`for_rates`: its time, collector and errors, each port's state and counters, each GPU's ECC total),
+`telemetry:<id>:u:<node>` the node's current link and GPU load (raw and smoothed; what the scheduler and the heat
+maps read), and `telemetry:<id>:seen` node -> time of its newest sample (liveness, poll lag). The fabric agent's
+switch ports are the node FABRIC_SOURCE.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 
 from django.core.cache import cache
 
-from fabric.collectors.samples import FABRIC_SOURCE, NodeSample
+from fabric.collectors.samples import FABRIC_SOURCE, GpuSample, NodeSample, PortSample
 from fabric.models import Node
 
 LATEST_TTL_S = 3600  # a node silent for an hour has no "latest" state worth showing
@@ -71,12 +72,36 @@ def read_previous(cluster_id: int, nodes: list[str]) -> Previous:
         stored = cache.get_many(keys)
         for n in missing:
             state = stored.get(latest_key(cluster_id, n))
-            if state:
-                samples[n] = state["sample"]
+            if state and "ports" in state:  # (a state of an older version is read as none: rates start again)
+                samples[n] = from_rates(n, state)
             load = stored.get(load_key(cluster_id, n))
             if load:
                 loads[n] = load
     return Previous(samples, loads, seen)
+
+
+def for_rates(sample: NodeSample) -> dict:
+    """What the next poll's rates and health rules read of a sample (fabric.telemetry), as plain values: a whole
+    sample pickled field by field was a quarter of a 10,000-GPU poll, and only this worker's memo needs all of it."""
+    return {
+        "at": sample.collected_at,
+        "collector": sample.collector,
+        "errors": sample.errors,  # what the collector could not read (an operator reads them here)
+        "ports": [(p.device, p.port, p.state, p.counters) for p in sample.ports],
+        "gpus": [(g.index, g.ecc_uncorrected) for g in sample.gpus],
+    }
+
+
+def from_rates(node: str, state: dict) -> NodeSample:
+    """The sample `for_rates` kept, with only those fields."""
+    return NodeSample(
+        node=node,
+        collected_at=state["at"],
+        collector=state["collector"],
+        errors=list(state["errors"]),
+        ports=[PortSample(device, port, state=st, counters=counters) for device, port, st, counters in state["ports"]],
+        gpus=[GpuSample(index, ecc_uncorrected=ecc) for index, ecc in state["gpus"]],
+    )
 
 
 def store(cluster_id: int, states: dict[str, tuple[NodeSample, dict]]) -> None:
@@ -88,7 +113,7 @@ def store(cluster_id: int, states: dict[str, tuple[NodeSample, dict]]) -> None:
     for node, (sample, load) in states.items():
         if current.get(node, 0.0) >= sample.collected_at:
             continue
-        out[latest_key(cluster_id, node)] = {"sample": sample}
+        out[latest_key(cluster_id, node)] = for_rates(sample)
         out[load_key(cluster_id, node)] = load
     cache.set_many(out, LATEST_TTL_S)
     with _MEMO_LOCK:

@@ -253,7 +253,7 @@ def _job_rows(cluster_id: int) -> list[JobRow]:
         _REQUESTS.get(cluster_id, {}).pop(gone, None)
     stale = [pk for pk, version in versions.items() if pk not in cache or cache[pk].version != version]
     for chunk in (stale[i : i + 10_000] for i in range(0, len(stale), 10_000)):
-        for row in Job.objects.filter(pk__in=chunk).order_by().values_list(*JOB_FIELDS):
+        for row in Job.objects.filter(pk__any_of=chunk).order_by().values_list(*JOB_FIELDS):
             cache[row[0]] = JobRow._make(row)
     return [cache[pk] for pk in versions if pk in cache]
 
@@ -275,7 +275,7 @@ def _job_shares(cluster_id: int, jobs: list[JobRow]) -> dict[int, tuple[int, tup
     found: dict[int, list] = {pk: [] for pk in stale}
     for chunk in (stale[i : i + 10_000] for i in range(0, len(stale), 10_000)):
         rows = (
-            Allocation.objects.filter(active=True, job_id__in=chunk)
+            Allocation.objects.filter(active=True, job_id__any_of=chunk)
             .order_by("gpu__node__hostname", "gpu__index")  # a job's shares by host, then GPU index
             .values_list(
                 "job_id", "gpu_id", "kind", "compute_pct", "memory_mib", "mig_profile", "mig_start", "replica",

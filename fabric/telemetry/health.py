@@ -95,10 +95,23 @@ def port_key(port: PortSample) -> str:
     return f"{port.device}/{port.port}"
 
 
-def evaluate_gpu(prev: GpuSample | None, cur: GpuSample, key: str | None = None) -> list[Finding]:
-    """Findings for one GPU from its current sample (and the previous one, for counters that must grow)."""
-    k = key or gpu_key(cur)
+def evaluate_gpu(
+    prev: GpuSample | None, cur: GpuSample, key: str | None = None, node: str | None = None
+) -> list[Finding]:
+    """Findings for one GPU from its current sample (and the previous one, for counters that must grow). `key`
+    names the GPU in findings, else `node/uuid` (`uuid` without `node`)."""
     out: list[Finding] = []
+    t, limit = cur.temperature_c, cur.temperature_limit_c
+    hot = t is not None and limit is not None and t >= limit
+    if not (
+        cur.xid_events
+        or cur.remapped_rows_failure
+        or cur.remapped_rows_pending
+        or hot
+        or (prev is not None and prev.ecc_uncorrected != cur.ecc_uncorrected)
+    ):
+        return out  # the common case, decided without a name for the GPU
+    k = key or (f"{node}/{gpu_key(cur)}" if node else gpu_key(cur))
 
     for xid in sorted(set(cur.xid_events)):
         meaning = XID_MEANINGS.get(xid, "see the NVIDIA XID catalogue")
@@ -139,8 +152,7 @@ def evaluate_gpu(prev: GpuSample | None, cur: GpuSample, key: str | None = None)
             )
         )
 
-    t, limit = cur.temperature_c, cur.temperature_limit_c
-    if t is not None and limit is not None and t >= limit:
+    if hot:
         out.append(
             Finding("gpu_hot", "warning", "gpu", k, f"temperature {t:g} C at or above its slowdown limit {limit:g} C")
         )
@@ -150,7 +162,13 @@ def evaluate_gpu(prev: GpuSample | None, cur: GpuSample, key: str | None = None)
 def _active(state: str | None) -> bool | None:
     if state is None:
         return None
-    return state.strip().upper() in ACTIVE_STATES
+    return state in ACTIVE_STATES or state.strip().upper() in ACTIVE_STATES
+
+
+def _port_finding_key(key: str | None, node: str | None, cur: PortSample) -> str:
+    if key:
+        return key
+    return f"{node}/{port_key(cur)}" if node else port_key(cur)
 
 
 def evaluate_port(
@@ -160,32 +178,35 @@ def evaluate_port(
     thresholds: Thresholds | None = None,
     key: str | None = None,
     cabled: bool = False,
+    node: str | None = None,
 ) -> list[Finding]:
     """Findings for one IB port: link down, error counters climbing, congestion.
 
     A port is down when it was active and no longer is, or, when `cabled` (the inventory has a link on it), for
     as long as it stays down: the finding repeats every poll so its alert stays open until the link is back.
-    An uncabled port that never came up is no finding.
+    An uncabled port that never came up is no finding. `key` names the port in findings, else `node/device/port`
+    (`device/port` without `node`), spelled only when there is a finding: most ports of a poll have none.
     """
     th = thresholds or DEFAULT_THRESHOLDS
-    k = key or port_key(cur)
     out: list[Finding] = []
 
-    was, now = (_active(prev.state) if prev is not None else None), _active(cur.state)
-    if now is False and (was or cabled):
+    if _active(cur.state) is False and (cabled or (prev is not None and _active(prev.state))):
         phys = f", physical state {cur.phys_state}" if cur.phys_state else ""
+        k = _port_finding_key(key, node, cur)
         out.append(Finding("port_down", "critical", "port", k, f"link went down (state {cur.state}{phys})", True))
 
     if rates is None or rates.interval_s is None:
         return out
 
     deltas = rates.error_deltas
-    over = {
-        name: deltas[name]
-        for name, limit in _error_limits(th)
-        if deltas.get(name) is not None and deltas[name] >= limit
-    }
+    over: dict[str, int] = {}
+    if deltas:
+        for name, limit in _error_limits(th):
+            n = deltas.get(name)
+            if n is not None and n >= limit:
+                over[name] = n
     if over:
+        k = _port_finding_key(key, node, cur)
         detail = ", ".join(f"{name} +{n}" for name, n in over.items())
         out.append(
             Finding(
@@ -206,7 +227,7 @@ def evaluate_port(
                     "port_congestion",
                     "warning",
                     "port",
-                    k,
+                    _port_finding_key(key, node, cur),
                     f"congestion: waiting to send {frac:.0%} of the time",
                     False,
                 )

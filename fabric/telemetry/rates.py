@@ -30,6 +30,8 @@ ERROR_COUNTERS: tuple[str, ...] = (
 
 DATA_UNIT_BYTES = 4  # port_xmit_data / port_rcv_data count 4-octet words
 
+_RATE_COUNTERS = frozenset(("port_xmit_data", "port_rcv_data", "port_xmit_wait", *ERROR_COUNTERS))
+
 
 @dataclass(frozen=True, slots=True)
 class Delta:
@@ -69,34 +71,27 @@ def port_rates(prev: PortSample, prev_t: float | None, cur: PortSample, cur_t: f
         return PortRates(reason=f"non-positive interval ({interval:g} s)")
 
     out = PortRates(interval_s=interval)
-    # Hot path (20,000 ports a poll): plain arithmetic here, the same rules as counter_delta.
+    # Hot path (20,000 ports a poll): plain arithmetic in one loop, the same rules as counter_delta.
     before, now, bits = prev.counters, cur.counters, cur.counter_bits
-
-    def delta(name: str) -> int | None:
-        c = now.get(name)
-        if c is None:
-            return None
+    got: dict[str, int] = {}
+    for name, c in now.items():
+        if c is None or name not in _RATE_COUNTERS:
+            continue
         if bits and name in bits and c >= 2 ** bits[name] - 1:
             out.saturated.append(name)
         p = before.get(name)
         if p is None or p < 0 or c < 0:
-            return None
+            continue
         if c < p:
             out.resets.append(name)
-            return c
-        return c - p
-
-    tx = delta("port_xmit_data")
-    rx = delta("port_rcv_data")
-    wait = delta("port_xmit_wait")
+            got[name] = c
+        else:
+            got[name] = c - p
+    tx, rx, wait = got.pop("port_xmit_data", None), got.pop("port_rcv_data", None), got.pop("port_xmit_wait", None)
     out.tx_bytes_per_s = None if tx is None else tx * DATA_UNIT_BYTES / interval
     out.rx_bytes_per_s = None if rx is None else rx * DATA_UNIT_BYTES / interval
     out.xmit_wait_per_s = None if wait is None else wait / interval
-    for name in ERROR_COUNTERS:
-        if name in now:
-            d = delta(name)
-            if d is not None:
-                out.error_deltas[name] = d
+    out.error_deltas = got
     return out
 
 

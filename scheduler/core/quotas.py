@@ -39,6 +39,9 @@ class QuotaBook:
         self.config = config
         self.used: dict[tuple[str, int], float] = {}
         self._limits: dict[tuple[str, int], tuple[float, float]] = {}
+        # Refusals by (tenant, pool, used, need, preemptible): a full pool refuses thousands of waiting jobs of
+        # one tenant alike, and each refusal is a sentence with its sums.
+        self._refusals: dict[tuple, QuotaVerdict] = {}
 
     def quota(self, tenant: str, pool: int) -> Quota | None:
         t = self.tenants.get(tenant)
@@ -75,15 +78,20 @@ class QuotaBook:
         after = used + need
         if after <= guaranteed + 1e-9:
             return IN_QUOTA
-        if after <= guaranteed + limit + 1e-9:
-            return (
-                BORROWING
-                if job.preemptible
-                else QuotaVerdict(False, False, False, reasons.quota_no_borrow(used, need, guaranteed))
-            )
-        if need > guaranteed + limit + 1e-9:
-            return QuotaVerdict(False, False, False, reasons.quota_too_big(need, guaranteed, limit))
-        return QuotaVerdict(False, False, False, reasons.quota_exhausted(used, need, guaranteed, limit))
+        fits = after <= guaranteed + limit + 1e-9
+        if fits and job.preemptible:
+            return BORROWING
+        rkey = (key, used, need, fits)
+        verdict = self._refusals.get(rkey)
+        if verdict is None:
+            if fits:
+                why = reasons.quota_no_borrow(used, need, guaranteed)
+            elif need > guaranteed + limit + 1e-9:
+                why = reasons.quota_too_big(need, guaranteed, limit)
+            else:
+                why = reasons.quota_exhausted(used, need, guaranteed, limit)
+            verdict = self._refusals[rkey] = QuotaVerdict(False, False, False, why)
+        return verdict
 
 
 IN_QUOTA = QuotaVerdict(True, False, True, None)

@@ -180,8 +180,8 @@ def test_with_nvml_failing_the_hca_is_still_attached(gpu_server, settings):
     tasks.poll_cluster(gpu_server.pk, "nvml,sysfs-ib")
     assert attached_to(GLUSTER1) == ("r510gluster1", False, "mlx4_0")
     assert not GpuMetric.objects.exists()
-    stored = cache.get(latest_key(gpu_server.pk, "r510gluster1"))["sample"]
-    assert stored.errors == ["nvmlInit failed: NVMLError_DriverNotLoaded"] and stored.gpus == []
+    stored = cache.get(latest_key(gpu_server.pk, "r510gluster1"))
+    assert stored["errors"] == ["nvmlInit failed: NVMLError_DriverNotLoaded"] and stored["gpus"] == []
 
 
 def test_auto_on_the_gpu_server_does_the_same(gpu_server, settings, tmp_path):

@@ -56,7 +56,7 @@ def test_older_sample_is_ignored(node):
     ingest_sample(cluster.pk, sample(port, 1002.0, 1000))
     late = ingest_sample(cluster.pk, sample(port, 1001.0, 500))
     assert not late.stored and "not newer" in late.ignored[port.hca.node.hostname]
-    assert cache.get(latest_key(cluster.pk, port.hca.node.hostname))["sample"].collected_at == 1002.0
+    assert cache.get(latest_key(cluster.pk, port.hca.node.hostname))["at"] == 1002.0
 
 
 def test_duplicate_sample_is_ignored(node):
@@ -122,3 +122,71 @@ def test_series_rows_written_twice_are_kept_once(node):
     assert PortMetric.objects.get(port=port).errors == {"symbol_error": 3}
     with pytest.raises(IntegrityError), transaction.atomic():
         copy_rows(PortMetric, PORT_COLUMNS, rows)
+
+
+def another_worker_stored_the_last_poll(cluster_id: int) -> None:
+    """This process forgets what it stored: the next poll reads the previous sample from the cache, as a worker
+    that did not ingest the last poll does."""
+    from fabric import latest
+
+    latest._MEMO.pop(cluster_id, None)
+
+
+def test_an_uncabled_port_that_goes_down_is_found_from_the_cached_previous_state(node):
+    cluster, port = node
+    bare = PortSample(device="mlx5_9", port=1, state="ACTIVE", counters={"port_xmit_data": 0})
+    first = sample(port, 1000.0, 0)
+    first.ports.append(bare)
+    ingest_sample(cluster.pk, first)
+    another_worker_stored_the_last_poll(cluster.pk)
+    later = sample(port, 1001.0, 1000)
+    later.ports.append(PortSample(device="mlx5_9", port=1, state="DOWN", counters={"port_xmit_data": 0}))
+    ingest_sample(cluster.pk, later)
+    # Not cabled, so only the step from ACTIVE (the previous state, as cached) to DOWN makes it a finding.
+    assert Alert.objects.filter(rule="port_down", object_key__endswith="mlx5_9/1", cleared_at__isnull=True).exists()
+
+
+def test_new_uncorrectable_ecc_errors_are_counted_from_the_cached_previous_total(node):
+    cluster, port = node
+    first = sample(port, 1000.0, 0)
+    first.gpus[0].ecc_uncorrected = 3
+    ingest_sample(cluster.pk, first)
+    another_worker_stored_the_last_poll(cluster.pk)
+    later = sample(port, 1001.0, 1000)
+    later.gpus[0].ecc_uncorrected = 5
+    ingest_sample(cluster.pk, later)
+    alert = Alert.objects.get(rule="gpu_ecc_uncorrected", cleared_at__isnull=True)
+    assert alert.message.startswith("2 new uncorrectable ECC error(s)")
+
+
+def test_the_cached_previous_state_holds_the_time_port_states_counters_and_ecc_totals(node):
+    cluster, port = node
+    first = sample(port, 1000.0, 7)
+    first.gpus[0].ecc_uncorrected = 3
+    ingest_sample(cluster.pk, first)
+    state = cache.get(latest_key(cluster.pk, port.hca.node.hostname))
+    assert state == {
+        "at": 1000.0,
+        "collector": "test",
+        "errors": [],
+        "ports": [
+            (port.hca.device, port.number, "ACTIVE", {"port_xmit_data": 7, "port_rcv_data": 3, "symbol_error": 0})
+        ],
+        "gpus": [(0, 3)],
+    }
+
+
+def test_ports_listed_in_another_order_than_last_poll_get_their_own_rates(node):
+    cluster, port = node
+    other = Port.objects.filter(hca__node=port.hca.node).exclude(pk=port.pk).select_related("hca").first()
+
+    def two_ports(t: float, a: int, b: int, flip: bool) -> NodeSample:
+        s = sample(port, t, a)
+        extra = PortSample(device=other.hca.device, port=other.number, state="ACTIVE", counters={"port_xmit_data": b})
+        s.ports = [extra, *s.ports] if flip else [*s.ports, extra]
+        return s
+
+    ingest_sample(cluster.pk, two_ports(1000.0, 0, 0, flip=False))
+    ingest_sample(cluster.pk, two_ports(1001.0, 1000, 5000, flip=True))
+    rates = dict(PortMetric.objects.values_list("port_id", "tx_bytes_per_s"))  # the first poll has no rates
+    assert rates == {port.pk: 4000.0, other.pk: 20000.0}  # 1,000 and 5,000 four-octet units in 1 s

@@ -69,7 +69,7 @@ def test_poll_reaches_alert_through_a_real_worker(worker):
         worker.terminate()
         pytest.fail(f"no alerts; worker said:\n{worker.communicate(timeout=10)[0][-3000:]}")
     assert set(GPU.objects.filter(node__cluster=cluster, index=0).values_list("health", flat=True)) == {"failed"}
-    assert cache.get(latest_key(cluster.pk, "gpu0001"))["sample"].collector == "static"
+    assert cache.get(latest_key(cluster.pk, "gpu0001"))["collector"] == "static"
 
 
 TWIN_FAULT_RULES = {"gpu_xid_critical", "gpu_xid", "port_down", "port_errors"}
@@ -88,4 +88,4 @@ def test_a_twin_fault_raises_an_alert_through_a_real_worker(worker):
     if not wait_for(polled_into_an_alert, timeout=60):
         worker.terminate()
         pytest.fail(f"no twin fault alert; worker said:\n{worker.communicate(timeout=10)[0][-3000:]}")
-    assert cache.get(latest_key(cluster.pk, "gpu0001"))["sample"].collector == "twin"
+    assert cache.get(latest_key(cluster.pk, "gpu0001"))["collector"] == "twin"
