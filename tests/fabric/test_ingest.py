@@ -190,3 +190,22 @@ def test_ports_listed_in_another_order_than_last_poll_get_their_own_rates(node):
     ingest_sample(cluster.pk, two_ports(1001.0, 1000, 5000, flip=True))
     rates = dict(PortMetric.objects.values_list("port_id", "tx_bytes_per_s"))  # the first poll has no rates
     assert rates == {port.pk: 4000.0, other.pk: 20000.0}  # 1,000 and 5,000 four-octet units in 1 s
+
+
+def test_the_garbage_collector_is_paused_for_a_batch_and_left_as_it_was(node, monkeypatch):
+    import gc
+
+    import fabric.ingest
+
+    cluster, port = node
+    during: list[bool] = []
+    real = fabric.ingest._node_rows
+    monkeypatch.setattr(fabric.ingest, "_node_rows", lambda *a: during.append(gc.isenabled()) or real(*a))
+    ingest_sample(cluster.pk, sample(port, 1000.0, 0))
+    assert during == [False] and gc.isenabled()
+    gc.disable()
+    try:
+        ingest_sample(cluster.pk, sample(port, 1001.0, 10))
+        assert not gc.isenabled()  # a caller that had it off keeps it off
+    finally:
+        gc.enable()
