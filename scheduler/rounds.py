@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import time
 
 from django.utils import timezone
@@ -25,7 +26,16 @@ def run_round(cluster_id: int, trigger: str = "manual") -> SchedulingRound:
     cluster = Cluster.objects.get(pk=cluster_id)
     actions.ensure_scheduler(cluster)
     t0 = time.perf_counter()
-    record = _round(cluster_id, trigger)
+    # The cyclic garbage collector waits for the round (as in the engine itself, scheduler.core.schedule): its
+    # load and apply make hundreds of thousands of short-lived rows and objects at 50,000 waiting jobs, and the
+    # collections they set off walk the worker's long-lived caches (the snapshot's job rows and requests).
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        record = _round(cluster_id, trigger)
+    finally:
+        if enabled:
+            gc.enable()
     round_actions.record_round_commit(record, (time.perf_counter() - t0) * 1000)
     # Queue order and reasons, the last round on the overview (placements also mark through job events).
     events.live_changed(cluster_id, ("queue", "overview"))

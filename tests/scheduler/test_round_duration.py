@@ -46,3 +46,16 @@ def test_inside_a_callers_transaction_nothing_is_rewritten(cluster, submit, monk
     submit(1)
     record = run_round(cluster.pk, "test")
     assert "commit_ms" not in record.stats and calls == []
+
+
+@pytest.mark.django_db
+def test_the_garbage_collector_waits_for_the_round_and_is_on_again_after(cluster, submit, monkeypatch):
+    import gc
+
+    during: list[bool] = []
+    real = rounds.build_snapshot
+    monkeypatch.setattr(rounds, "build_snapshot", lambda cid: during.append(gc.isenabled()) or real(cid))
+    submit(1)
+    during.clear()  # (submit's own round)
+    run_round(cluster.pk, "test")
+    assert during == [False] and gc.isenabled()
