@@ -289,6 +289,12 @@ class _Round:
             floor = (k[0] if k is not None else 0 if svc.starving(job, now) else svc.level(job)) + 1
             return floor if top >= floor else None
 
+        max_attempts, max_victims = cfg.max_preemption_attempts, cfg.max_victims_per_round
+
+        def preempt_budget() -> bool:
+            """The round may still try a preemption."""
+            return counters["preemption_attempts"] < max_attempts and counters["victims"] < max_victims
+
         def process(job: JobRequest, cacheable: bool) -> None:
             """One job's turn. `cacheable`: its outcome may stand for its equivalence class (False for a
             job kept off some GPUs, which fails where its class would not)."""
@@ -313,15 +319,14 @@ class _Round:
             if not verdict.ok:
                 reasons_out[jid] = verdict.reason
                 counters["quota_blocked"] += 1
-                # Its tenant's own longer jobs may give way to it (least attained service).
+                # Its tenant's own longer jobs may give way to it (least attained service), while the round's
+                # preemption budget lasts (checked first: once it is spent, most of a long queue comes this way).
+                if svc is None or not preempt_budget():
+                    return
                 p0 = job.priority
                 prio0 = p0 if p0 <= maxp.get(job.tenant, big) else maxp.get(job.tenant, big)
                 floor0 = service_floor(job, prio0)
-                if (
-                    floor0 is not None
-                    and counters["preemption_attempts"] < cfg.max_preemption_attempts
-                    and counters["victims"] < cfg.max_victims_per_round
-                ):
+                if floor0 is not None:
                     counters["preemption_attempts"] += 1
                     res_list0 = pool_res.get(pool)
                     avoid0 = {g for r in res_list0 for g in r.gpu_ids} if res_list0 else frozenset()
@@ -386,21 +391,19 @@ class _Round:
                 if cacheable:
                     fail_cache[fkey] = reason
             # Blocked: wait for jobs already stopping, preempt, or reserve.
-            p = job.priority
-            m = maxp.get(job.tenant, big)
-            prio = p if p <= m else m
-            may_preempt = prio > min_victim.get(pool, big)
-            if not may_preempt and verdict.in_quota:
-                b = borrowers.get(pool)
-                may_preempt = bool(b) and (len(b) > 1 or job.tenant not in b)
-            floor = service_floor(job, prio)
-            if floor is not None:
-                may_preempt = True
-            if (
-                may_preempt
-                and counters["preemption_attempts"] < cfg.max_preemption_attempts
-                and counters["victims"] < cfg.max_victims_per_round
-            ):
+            may_preempt = floor = None
+            if preempt_budget():
+                p = job.priority
+                m = maxp.get(job.tenant, big)
+                prio = p if p <= m else m
+                may_preempt = prio > min_victim.get(pool, big)
+                if not may_preempt and verdict.in_quota:
+                    b = borrowers.get(pool)
+                    may_preempt = bool(b) and (len(b) > 1 or job.tenant not in b)
+                floor = service_floor(job, prio)
+                if floor is not None:
+                    may_preempt = True
+            if may_preempt:
                 if stopping_before and (key,) not in stopping_checked:
                     stopping_checked.add((key,))
                     counters["preemption_attempts"] += 1
