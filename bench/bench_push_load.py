@@ -81,6 +81,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from dashboard.parts import Joiner  # noqa: E402  (no Django: the clients' processes join big frames with it)
+
 GOAL_P99_MS = 250.0
 MARKER_PERIOD = 64  # polls: the marker m = poll % 64 names a poll unambiguously for 64 s at 1 Hz
 MARKER_BASE = 20  # percent: markers run 20..83 %, every other port stays under OTHER_PORT_MAX
@@ -289,7 +291,10 @@ async def _client(i: int, cfg: dict, topic: str, gate: asyncio.Semaphore, stop: 
                 compression="deflate" if cfg["deflate"] else None, max_size=None, ping_interval=None,
                 open_timeout=cfg["open_timeout"], close_timeout=2,
             )  # fmt: skip
-            first = await asyncio.wait_for(ws.recv(), cfg["open_timeout"])
+            joiner = Joiner()  # a big snapshot comes in parts (dashboard.parts)
+            first = None
+            while first is None:
+                first = joiner.feed(await asyncio.wait_for(ws.recv(), cfg["open_timeout"]))
         rec["connect_s"] = time.time() - t0
     except InvalidStatus as exc:
         rec.update(state="failed", why=f"HTTP {exc.response.status_code}")
@@ -304,7 +309,7 @@ async def _client(i: int, cfg: dict, topic: str, gate: asyncio.Semaphore, stop: 
     rec.update(state="open", snapshot_bytes=len(first), snapshot_seq=snap_seq, first_type=kind)
     last_seq = snap_seq
     frames = rec["frames"]
-    receiving = asyncio.ensure_future(_receive(ws, memo, cfg["marks"], rec, frames, last_seq))
+    receiving = asyncio.ensure_future(_receive(ws, joiner, memo, cfg["marks"], rec, frames, last_seq))
     stopping = asyncio.ensure_future(stop.wait())
     await asyncio.wait({receiving, stopping}, return_when=asyncio.FIRST_COMPLETED)
     if not receiving.done():
@@ -316,13 +321,16 @@ async def _client(i: int, cfg: dict, topic: str, gate: asyncio.Semaphore, stop: 
     stopping.cancel()
 
 
-async def _receive(ws, memo: dict, marks: dict, rec: dict, frames: list, last_seq: int) -> None:
+async def _receive(ws, joiner: Joiner, memo: dict, marks: dict, rec: dict, frames: list, last_seq: int) -> None:
     from websockets.exceptions import ConnectionClosed
 
     try:
-        async for message in ws:
+        async for received in ws:
             at = time.time()
-            rec["bytes"] += len(message)
+            rec["bytes"] += len(received)
+            message = joiner.feed(received)
+            if message is None:
+                continue
             key = message[: 4 + struct.unpack_from("<I", message, 0)[0]] if isinstance(message, bytes) else message
             seen = memo.get(key)
             if seen is None:

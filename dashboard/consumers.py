@@ -10,7 +10,7 @@ only their groups, one per topic: the overview's cards never download the fabric
 Naming none means all of the socket's topics.
 
 Frames from the broadcaster arrive encoded once per group (`dashboard.push`: text, or binary for the fabric and GPU
-topics, `broadcast.wire`) and go out as they are.
+topics, `broadcast.wire`; a big one in parts, `broadcast.parts`) and go out as they are.
 Membership of a group is refreshed every GROUP_REFRESH_S, well inside channels-redis' `group_expiry`, so a page
 left open for a day still receives; a `resync` refreshes it too (a layer that lost its groups in a Redis restart).
 """
@@ -141,14 +141,15 @@ class LiveConsumer(AsyncWebsocketConsumer):
                 await self.send(text_data=message)
 
     async def send_snapshots(self, topics) -> bool:
-        frames = await database_sync_to_async(broadcast.snapshot_frames)(
+        # Read and encoded in a worker thread, not on the event loop the other sockets share (broadcast.wire took a
+        # second for the fabric at 10,000 servers), and once for the sockets that open between two broadcasts.
+        messages = await database_sync_to_async(broadcast.snapshot_messages)(
             self.cluster_id, topics, {t: self.groups[t] for t in topics}, tenant=self.tenant
         )
-        if frames is None:
+        if messages is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return False
-        for frame in frames:
-            message = broadcast.wire(frame)
+        for message in messages:
             if isinstance(message, bytes):
                 await self.send(bytes_data=message)
             else:

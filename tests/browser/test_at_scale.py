@@ -15,6 +15,7 @@ import pytest
 from PIL import Image, ImageChops
 from playwright.sync_api import expect
 
+from dashboard import parts
 from tests.browser.conftest import SCREENSHOTS, login, off_the_loop, screenshot
 from tests.browser.test_alerts import raise_storm
 from tests.browser.test_dashboard import attribute_becomes, live
@@ -359,5 +360,7 @@ def test_the_fabric_of_2000_servers_draws_readable_and_fast(live_url, page):
     )
     assert render_ms < 250
     assert frames and max(size for _, size in frames) < FRAME_BUDGET_BYTES, sorted(frames, key=lambda f: -f[1])[:3]
+    # The fabric's snapshot (about 350 KB here) came in parts the page joined (dashboard.parts): it drew above.
+    assert max(size for _, size in frames) <= parts.PART_BYTES
     print(f"largest frame {max(size for _, size in frames):,} B of {len(frames)} received")
     assert page.js_errors == []

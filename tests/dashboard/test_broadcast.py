@@ -10,7 +10,7 @@ from unittest import mock
 import pytest
 from django.core.cache import cache
 
-from dashboard import broadcast, tasks
+from dashboard import broadcast, parts, tasks
 from fabric.collectors.samples import GpuSample, NodeSample
 from fabric.ingest import ingest_samples
 from fabric.latest import forget_node
@@ -34,8 +34,9 @@ class FakeLayer:
         self.sent.append((self.clock(), group, message))
 
     def frames(self, group: str) -> list[dict]:
-
-        return [broadcast.decode(t) for _, g, m in self.sent if g == group for t in m["frames"]]
+        joiner = parts.Joiner()  # (a frame over broadcast.PART_BYTES comes in parts)
+        whole = [joiner.feed(t) for _, g, m in self.sent if g == group for t in m["frames"]]
+        return [broadcast.decode(w) for w in whole if w is not None]
 
 
 @pytest.fixture
@@ -292,6 +293,50 @@ def test_snapshot_frames_carry_the_seq_of_each_topics_group(rig):
     groups = {t: broadcast.fabric_group(c, t) for t in ("overview", "gpus")}
     frames = broadcast.snapshot_frames(c, ["gpus", "overview"], groups)
     assert [(f["topic"], f["seq"]) for f in frames] == [("overview", 7), ("gpus", 3)]
+
+
+def test_sockets_opening_between_two_broadcasts_share_one_encoding_of_a_big_topic(rig, monkeypatch):
+    c = rig.cluster_id
+    cache.set(broadcast.seq_key(f"fabric.{c}.gpus"), 5)
+    groups = {"gpus": broadcast.fabric_group(c, "gpus")}
+    encoded: list[str] = []
+    real = broadcast.wire
+    monkeypatch.setattr(broadcast, "wire", lambda frame: encoded.append(frame["topic"]) or real(frame))
+
+    first = broadcast.snapshot_messages(c, ["gpus"], groups)
+    again = broadcast.snapshot_messages(c, ["gpus"], groups)
+
+    assert encoded == ["gpus"] and again == first
+    assert broadcast.decode(first[0])["seq"] == 5
+
+
+def test_a_new_seq_or_a_forgotten_baseline_encodes_the_topic_again(rig, monkeypatch):
+    c = rig.cluster_id
+    groups = {"gpus": broadcast.fabric_group(c, "gpus")}
+    encoded: list[int] = []
+    real = broadcast.wire
+    monkeypatch.setattr(broadcast, "wire", lambda frame: encoded.append(frame["seq"]) or real(frame))
+    cache.set(broadcast.seq_key(f"fabric.{c}.gpus"), 5)
+    broadcast.snapshot_messages(c, ["gpus"], groups)
+    cache.set(broadcast.seq_key(f"fabric.{c}.gpus"), 6)  # a broadcast went out meanwhile
+    broadcast.snapshot_messages(c, ["gpus"], groups)
+    broadcast.forget(c)
+    broadcast.snapshot_messages(c, ["gpus"], groups)
+    assert encoded == [5, 6, 6]
+
+
+def test_snapshot_messages_of_a_cluster_that_is_gone_are_none(rig):
+    groups = {"gpus": broadcast.fabric_group(10**9, "gpus")}
+    assert broadcast.snapshot_messages(10**9, ["gpus"], groups) is None
+
+
+def test_a_text_topic_is_read_for_each_socket(rig, site, monkeypatch):
+    group = {"queue": broadcast.queue_group(rig.cluster_id, site.tenant_a.pk)}
+    (before,) = broadcast.snapshot_messages(rig.cluster_id, ["queue"], group, tenant="tenant-a")
+    site.submit(site.tenant_a, 8, name="mine")
+    cache.delete(broadcast.state_key(rig.cluster_id, "queue"))  # (the broadcaster would have updated it)
+    (after,) = broadcast.snapshot_messages(rig.cluster_id, ["queue"], group, tenant="tenant-a")
+    assert [j["name"] for j in broadcast.decode(after)["data"]["pending"]] == ["mine"] != before
 
 
 def test_a_worker_that_runs_tasks_late_does_not_delay_each_poll_more_than_the_last(rig):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import struct
 
-from dashboard import broadcast
+from dashboard import broadcast, parts
 
 SWITCHES = [
     {"id": 10, "name": "leaf-1", "tier": 0, "hottest": 0.5},
@@ -89,3 +89,56 @@ def test_a_table_column_keeps_one_one_point_oh_true_and_the_string_apart_and_mer
     spec, body = broadcast._table_column(values)
     assert spec == {"t": "u8", "e": "table", "v": [1, 1.0, True, "1", None, {"a": 1, "b": 2}, [1]]}
     assert list(body) == [0, 1, 2, 3, 4, 0, 5, 5, 6, 2]
+
+
+def test_a_message_within_the_part_size_goes_as_it_is() -> None:
+    message = b"\x08\x00\x00\x00" + b"x" * 100
+
+    assert parts.parts(message) == [message]
+    assert parts.parts("short text") == ["short text"]
+
+
+def test_a_long_binary_message_goes_in_parts_that_join_back(monkeypatch) -> None:
+    monkeypatch.setattr(parts, "PART_BYTES", 64)
+    message = bytes(range(256)) * 2  # 512 bytes; 64 - 16 header = 48 bytes a part -> 11 parts
+
+    pieces = parts.parts(message)
+
+    assert len(pieces) == 11 and all(len(p) <= 64 for p in pieces)
+    mark, _, index, count, kind = struct.unpack_from("<IIHHI", pieces[3])
+    assert (mark, index, count, kind) == (0xFFFFFFFF, 3, 11, 0)
+    assert pieces[3][16:] == message[3 * 48 : 4 * 48]
+    joiner = parts.Joiner()
+    assert [joiner.feed(p) for p in pieces] == [None] * 10 + [message]
+
+
+def test_a_long_text_message_joins_back_as_text(monkeypatch) -> None:
+    monkeypatch.setattr(parts, "PART_BYTES", 40)
+    message = json.dumps({"topic": "queue", "data": "é" * 50})  # 2 bytes a character: cut inside one is fine
+
+    pieces = parts.parts(message)
+
+    joiner = parts.Joiner()
+    assert len(pieces) > 1 and all(isinstance(p, bytes) for p in pieces)
+    assert [joiner.feed(p) for p in pieces][-1] == message
+
+
+def test_a_part_out_of_order_drops_its_message_and_the_next_joins(monkeypatch) -> None:
+    monkeypatch.setattr(parts, "PART_BYTES", 32)
+    first, second = bytes(range(100)), bytes(range(100, 200))
+    a, b = parts.parts(first), parts.parts(second)
+    joiner = parts.Joiner()
+
+    got = [joiner.feed(p) for p in [a[0], b[1], *a[1:]]]  # b's second part where a's should be
+
+    assert got == [None] * (len(a) + 1)
+    assert [joiner.feed(p) for p in b][-1] == second
+
+
+def test_a_frame_of_the_fabric_in_parts_decodes_as_the_frame(monkeypatch) -> None:
+    monkeypatch.setattr(parts, "PART_BYTES", 128)
+    joiner = parts.Joiner()
+
+    whole = [m for p in parts.parts(broadcast.wire(FRAME)) if (m := joiner.feed(p)) is not None]
+
+    assert [broadcast.decode(m) for m in whole] == [FRAME]

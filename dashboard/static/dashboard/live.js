@@ -32,7 +32,8 @@
 // snapshot arrives.
 // The header badge (#live-state) shows the worst state of the page's sockets in data-state:
 // "connecting", "open", "reconnecting" or "closed"; a socket is "open" ("live") from its first snapshot on, not
-// from the moment it opens. Frames are JSON text, or binary for the fabric and GPU topics (decodeBinary).
+// from the moment it opens. Frames are JSON text, or binary for the fabric and GPU topics (decodeBinary); a big one
+// comes in parts (Joiner).
 
 const BACKOFF_START_MS = 500;
 const BACKOFF_CAP_MS = 10_000;
@@ -217,6 +218,49 @@ function decodeColumn(col, n, buffer, bodyAt) {
 
 const ABSENT = Symbol("absent");
 
+// A message longer than the server's part size comes as consecutive binary parts (dashboard/broadcast.py, `parts`):
+// a 16-byte header (uint32 0xFFFFFFFF, uint32 message id, uint16 index, uint16 count, uint32 kind: 0 binary, 1 text)
+// and a slice of the message. Joined here in order into the message the server encoded.
+const PART_MARK = 0xffffffff;
+const PART_HEADER = 16;
+
+export class Joiner {
+  constructor() {
+    this.id = null;
+    this.pieces = [];
+  }
+
+  // The whole message `data` completes (a message that is not a part is whole), else null.
+  feed(data) {
+    if (typeof data === "string" || data.byteLength < PART_HEADER) return data;
+    const view = new DataView(data);
+    if (view.getUint32(0, true) !== PART_MARK) return data;
+    const id = view.getUint32(4, true);
+    const index = view.getUint16(8, true);
+    const count = view.getUint16(10, true);
+    const kind = view.getUint32(12, true);
+    if (index === 0) {
+      this.id = id;
+      this.pieces = [];
+    } else if (id !== this.id || index !== this.pieces.length) {
+      this.id = null; // a part out of order: the message is dropped (its topic's seq gap asks for a resync)
+      this.pieces = [];
+      return null;
+    }
+    this.pieces.push(new Uint8Array(data, PART_HEADER));
+    if (this.pieces.length < count) return null;
+    const whole = new Uint8Array(this.pieces.reduce((n, piece) => n + piece.length, 0));
+    let at = 0;
+    for (const piece of this.pieces) {
+      whole.set(piece, at);
+      at += piece.length;
+    }
+    this.id = null;
+    this.pieces = [];
+    return kind === 1 ? new TextDecoder().decode(whole) : whole.buffer;
+  }
+}
+
 export function decodeBinary(buffer) {
   const size = new DataView(buffer).getUint32(0, true);
   const frame = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, 4, size)));
@@ -337,10 +381,13 @@ class LiveSocket {
       this._askForMore(); // subscribed while it was connecting
       this._setState(this.attempt ? "reconnecting" : "connecting", "open, waiting for the first snapshot");
     });
+    const joiner = new Joiner(); // parts of one connection's messages
     ws.addEventListener("message", (event) => {
+      const whole = joiner.feed(event.data);
+      if (whole === null) return;
       let message;
       try {
-        message = typeof event.data === "string" ? JSON.parse(event.data) : decodeBinary(event.data);
+        message = typeof whole === "string" ? JSON.parse(whole) : decodeBinary(whole);
       } catch (error) {
         console.error("live: a frame that does not decode", error);
         return;
