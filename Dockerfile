@@ -58,4 +58,4 @@ HEALTHCHECK --interval=30s --timeout=10s --start-period=30s --retries=3 \
 # uvicorn, not daphne: it hands the app the headers before the body, so clusterctl/limits.py refuses an oversized body
 # (413) before reading it; daphne reads every body whole first. Proxy headers are Django's business (BEHIND_TLS_PROXY,
 # TRUSTED_PROXIES), and the ASGI app has no lifespan handler.
-CMD ["uvicorn", "clusterctl.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--lifespan", "off", "--no-proxy-headers", "--ws-per-message-deflate", "false"]
+CMD ["uvicorn", "clusterctl.asgi:application", "--host", "0.0.0.0", "--port", "8000", "--workers", "2", "--lifespan", "off", "--no-proxy-headers", "--ws-per-message-deflate", "false"]

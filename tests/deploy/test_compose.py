@@ -29,7 +29,7 @@ APP_SERVICES = ("migrate", "web", "worker", "whatif-worker", "beat")
 LONG_RUNNING_APP_SERVICES = ("web", "worker", "whatif-worker", "beat")
 ONE_SHOT_SERVICES = {"migrate"}
 # Read by docker compose (docker-compose.yml and the postgres image), not by the app.
-COMPOSE_ONLY_VARIABLES = {"POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB"}
+COMPOSE_ONLY_VARIABLES = {"POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB", "WEB_WORKERS"}
 
 # env.str("NAME", ...), env.bool("NAME"), env("NAME"), os.environ.get("NAME"), os.environ["NAME"], os.getenv("NAME")
 _SETTINGS_VAR_RE = re.compile(
@@ -177,6 +177,8 @@ def test_web_serves_the_asgi_application(services):
     assert cmd[cmd.index("--host") + 1] == "0.0.0.0"
     # The live frames are compact already; deflating each one per socket tripled push latency at 1,000 sockets.
     assert cmd[cmd.index("--ws-per-message-deflate") + 1] == "false"
+    # Two processes by default (WEB_WORKERS): a push to 1,000 sockets fans out on two cores, not one.
+    assert cmd[cmd.index("--workers") + 1] == "${WEB_WORKERS:-2}"
     assert any(str(port).split("/")[0].endswith(":8000") for port in web["ports"]), web["ports"]
     assert "/healthz" in healthcheck_test(web)
     # Django: "When using ASGI, persistent connections should be disabled."
@@ -301,7 +303,9 @@ def test_dockerfile_bakes_no_secret():
 def test_dockerfile_cmd_and_healthcheck_reference_what_exists(services):
     (cmd,) = dockerfile("CMD")
     argv = json.loads(cmd)
-    assert argv == command(services["web"]), "the image's default CMD is the web service"
+    # The image's default CMD is the web service, compose's ${VAR:-default}s at their defaults.
+    web = [re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", arg) for arg in command(services["web"])]
+    assert argv == web, "the image's default CMD is the web service"
     module, _, attr = next(arg for arg in argv if re.fullmatch(r"[\w.]+:\w+", arg)).partition(":")
     module_file = ROOT.joinpath(*module.split(".")).with_suffix(".py")
     assert module_file.is_file(), module_file
