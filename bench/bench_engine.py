@@ -11,6 +11,10 @@ breakdown of the median round. Target: p99 <= 1 s at 10,000 GPUs / 50,000 pendin
 With --churn F the timed rounds are production's steady state instead: an untimed round fills the cluster, then
 before each timed round the previous one's decisions run and F of the running jobs end while as many jobs arrive
 (`synthetic.next_round`); issue 16's goal for those is p99 <= 0.1 s.
+
+With --growth-from GPUS,PENDING it times that size first, then the asked one, and prints the ratio of the two p50s
+beside the ratio of the work (GPUs + jobs waiting): issue 16's growth check, e.g.
+    bench/bench_engine.py --gpus 50000 --pending 200000 --churn 0.01 --rounds 3 --growth-from 10000,50000
 """
 
 from __future__ import annotations
@@ -54,12 +58,42 @@ def main(argv: list[str] | None = None) -> int:
         help="churn rounds instead: round 1 fills the cluster, then before each timed round its decisions run "
         "and this share of the running jobs ends while as many new jobs arrive (synthetic.next_round)",
     )
+    ap.add_argument(
+        "--growth-from",
+        metavar="GPUS,PENDING",
+        help="growth (issue 16): time this size first (the same rounds), then the asked one, and print the ratio "
+        "of their p50 beside the ratio of the work (GPUs + jobs waiting)",
+    )
     args = ap.parse_args(argv)
     if args.rounds < 1:
         ap.error("--rounds must be >= 1")
+    if not args.growth_from:
+        run(args, args.gpus, args.pending)
+        return 0
+    try:
+        ref_gpus, ref_pending = (int(x) for x in args.growth_from.split(","))
+    except ValueError:
+        ap.error(f"--growth-from takes GPUS,PENDING (e.g. 10000,50000), not {args.growth_from!r}")
+    print(f"== reference: {ref_gpus:,} GPUs, {ref_pending:,} pending")
+    ref = run(args, ref_gpus, ref_pending)
+    print(f"== asked: {args.gpus:,} GPUs, {args.pending:,} pending")
+    big = run(args, args.gpus, args.pending)
+    cost = big / ref
+    work = (args.gpus + args.pending) / (ref_gpus + ref_pending)
+    print(
+        f"growth: round p50 {big * 1000:,.0f} ms = {cost:.2f}x the reference's {ref * 1000:,.0f} ms, for "
+        f"{work:.2f}x the work ({args.gpus / ref_gpus:.2f}x the GPUs, {args.pending / ref_pending:.2f}x the queue): "
+        + ("no faster than the work" if cost <= work * 1.1 else "FASTER than the work")
+        + " (10 % allowed for noise and the queue's sort)"
+    )
+    return 0
+
+
+def run(args, gpus: int, pending: int) -> float:
+    """Time the rounds at one size, print their figures; returns the p50 in seconds."""
 
     t0 = time.perf_counter()
-    snap = synthetic_snapshot(args.gpus, args.pending, args.running_fraction, args.seed)
+    snap = synthetic_snapshot(gpus, pending, args.running_fraction, args.seed)
     t_build = time.perf_counter() - t0
     t0 = time.perf_counter()
     build_topology(snap.fabric)
@@ -114,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     target = 0.1 if args.churn > 0 else 1.0  # a churn round (issue 16) / a round that fills the cluster
     print(f"target p99 <= {target:g} s: {'met' if p99 <= target else 'NOT met'}")
-    return 0
+    return p50
 
 
 if __name__ == "__main__":
