@@ -39,8 +39,8 @@ class QuotaBook:
         self.config = config
         self.used: dict[tuple[str, int], float] = {}
         self._limits: dict[tuple[str, int], tuple[float, float]] = {}
-        # Refusals by (tenant, pool, used, need, preemptible): a full pool refuses thousands of waiting jobs of
-        # one tenant alike, and each refusal is a sentence with its sums.
+        # Refusals by (tenant, pool, used, need, whether borrowing would fit): a full pool refuses thousands of
+        # waiting jobs of one tenant alike, and each refusal is a sentence with its sums.
         self._refusals: dict[tuple, QuotaVerdict] = {}
 
     def quota(self, tenant: str, pool: int) -> Quota | None:

@@ -288,3 +288,21 @@ def test_book_usage_never_goes_below_zero():
     assert b.usage("a", 1) == 0.0
     b.refund("b", 1, 0.5)  # never charged
     assert b.usage("b", 1) == 0.0
+
+
+def test_book_a_refusal_says_the_sums_of_the_moment_after_usage_changes():
+    b = book(Quota(4, 4))
+    b.charge("a", 1, 7)
+    first = b.check(JobRequest(1, "a", 1, gpus=2), 2).reason
+    b.charge("a", 1, 1)
+    later = b.check(JobRequest(2, "a", 1, gpus=2), 2).reason
+    assert first == "tenant quota: 7 GPUs in use + 2 asked = 9, more than 4 guaranteed + 4 borrowable = 8"
+    assert later == "tenant quota: 8 GPUs in use + 2 asked = 10, more than 4 guaranteed + 4 borrowable = 8"
+
+
+def test_book_a_non_preemptible_refusal_is_not_taken_for_another_jobs_that_borrows():
+    b = book(Quota(4, 4))
+    b.charge("a", 1, 3)
+    refused = b.check(JobRequest(1, "a", 1, gpus=2, preemptible=False), 2)
+    borrows = b.check(JobRequest(2, "a", 1, gpus=2), 2)  # same sums, preemptible: borrows
+    assert (refused.ok, verdict(borrows)) == (False, (True, True, False, None))
