@@ -32,12 +32,11 @@ from clusterctl.legend import legends
 from dashboard import selectors, whatif
 from fabric import actions as fabric_actions
 from fabric.choices import OKABE_ITO, AlertSeverity
-from fabric.graph_from_db import fabric_for_cluster
-from fabric.models import GPU, Alert, Cluster, Link, Port, Switch
+from fabric.models import GPU, Alert, Cluster, Link, Port
 from fabric.models.telemetry import GpuMetric
+from fabric.reports import cluster_report
 from fabric.selectors import cluster_summary, link_labels, metric_series
 from fabric.subnet_manager import sm_status
-from fabric.topology import analyse
 from scheduler.api.access import tenant_of
 from scheduler.choices import ACTIVE_STATUSES, FINAL_STATUSES, JobStatus, StartEstimate
 from scheduler.models import Allocation, Job, JobEvent, Quota
@@ -58,6 +57,8 @@ SERIES_MAX_HOURS = 24 * 7
 SERIES_PALETTE = ("blue", "orange", "green", "vermillion", "sky", "purple", "yellow", "grey")
 # Finished jobs of a tenant listed on /my/.
 MY_RECENT = 20
+# Rows of each long table of the report page (the worst first where there is a worst); `?all=1` shows all.
+REPORT_ROWS = 200
 
 
 def ws_paths(cluster_id: int) -> dict[str, str]:
@@ -392,12 +393,23 @@ def job_series(request: HttpRequest, cluster_id: int, job_id: int) -> JsonRespon
 
 @operator_required
 def report_page(request: HttpRequest, cluster_id: int) -> HttpResponse:
+    """The fabric report (fabric.reports: analysed once per fabric version, kept in the cache). Long tables show their
+    first REPORT_ROWS rows and how many more; `?all=1` shows every row (the JSON API and the command give them too)."""
     cluster = get_object_or_404(Cluster, pk=cluster_id)
-    report = analyse(fabric_for_cluster(cluster))
+    held = cluster_report(cluster.pk)
+    report = held.report
+    every = request.GET.get("all") == "1"
     # SPOF switches are keyed by GUID in the report; the fabric page selects them by id.
-    switch_ids = dict(Switch.objects.filter(cluster=cluster).values_list("guid", "pk"))
-    spof_switches = [{"row": s, "id": switch_ids.get(s.switch)} for s in report.spof.switches]
+    spof_switches = [{"row": s, "id": held.switch_ids.get(s.switch)} for s in report.spof.switches]
     spof_links = [x for x in report.spof.links if x.scope != "host-link"]
+    tables = {
+        "spof_switches": _first_rows(spof_switches, every),
+        "spof_links": _first_rows(spof_links, every),
+        "single_uplink": _first_rows(report.spof.single_uplink_leaves, every),
+        "leaves": _first_rows(held.leaves_worst_first, every),
+        "degraded": _first_rows(report.degraded_links, every),
+        "tiers": _first_rows(report.tiers.switches, every),
+    }
     return render(
         request,
         "dashboard/report.html",
@@ -405,12 +417,23 @@ def report_page(request: HttpRequest, cluster_id: int) -> HttpResponse:
             cluster,
             "report",
             report=report,
+            analysed=held,
+            tables=tables,
+            # "unknown" only when some switch is of no known tier
+            switch_tiers=[(t, n) for t, n in report.counts.switches_by_tier.items() if n or t != "unknown"],
+            every=every,
             spof_switches=spof_switches,
             spof_links=spof_links,
             host_link_spofs=report.spof.by_scope.get("host-link", 0),
             sm=sm_status(cluster.pk),
         ),
     )
+
+
+def _first_rows(rows: list, every: bool) -> dict:
+    """A table's rows as the report page shows them: the first REPORT_ROWS (all with `every`), the total, the rest."""
+    shown = rows if every else rows[:REPORT_ROWS]
+    return {"rows": shown, "total": len(rows), "more": len(rows) - len(shown)}
 
 
 #

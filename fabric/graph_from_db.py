@@ -23,8 +23,12 @@ def fabric_for_cluster(cluster: Cluster | int) -> Fabric:
         for hostname, role in Node.objects.filter(cluster_id=cluster_id).values_list("hostname", "role")
     ]
     ends: dict[int, dict[str, tuple[str, int]]] = {}
-    port_rows = Port.objects.filter(cluster_id=cluster_id, link__isnull=False).values_list(
-        "link_id", "link_end", "number", "switch__guid", "hca__kind", "hca__node__hostname"
+    # In no order: one port per (link, end) (a constraint), so the order changes nothing. Port's default ordering (by
+    # cluster, switch and HCA) joined two more tables and sorted every port: 1 of 1.2 s at 10,000 servers.
+    port_rows = (
+        Port.objects.filter(cluster_id=cluster_id, link__isnull=False)
+        .order_by()
+        .values_list("link_id", "link_end", "number", "switch__guid", "hca__kind", "hca__node__hostname")
     )
     for link_id, end, number, switch_guid, ca_kind, hostname in port_rows:
         if switch_guid:
@@ -35,8 +39,11 @@ def fabric_for_cluster(cluster: Cluster | int) -> Fabric:
             continue  # aggregation nodes and routers hang off a switch; they are not part of host reachability
         ends.setdefault(link_id, {})[end] = (vertex, number)
     links = []
-    link_rows = Link.objects.filter(cluster_id=cluster_id).values_list(
-        "pk", "capacity_gbps", "state", "width", "speed", "supported_gbps"
+    # Link's default ordering (cluster, id) without the join to the cluster that ordering by it takes.
+    link_rows = (
+        Link.objects.filter(cluster_id=cluster_id)
+        .order_by("pk")
+        .values_list("pk", "capacity_gbps", "state", "width", "speed", "supported_gbps")
     )
     for pk, capacity, state, width, speed, supported in link_rows.iterator(chunk_size=5000):
         end = ends.get(pk, {})

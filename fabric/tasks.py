@@ -21,7 +21,7 @@ from django.db import OperationalError
 
 from clusterctl.celery import app
 from clusterctl.locks import TaskLock
-from fabric import actions, inbox
+from fabric import actions, inbox, reports
 from fabric import ingest as telemetry
 from fabric.actions import TELEMETRY_REASON
 from fabric.choices import NodeState
@@ -447,3 +447,11 @@ def prune_metrics() -> dict | None:
     """Beat: delete samples and rollups past TELEMETRY_RETENTION_*, in short batches (fabric.actions)."""
 
     return _exclusive("prune", actions.prune_metrics)
+
+
+@shared_task(ignore_result=True, autoretry_for=RETRYABLE, retry_backoff=True, max_retries=3)
+def warm_report(cluster_id: int) -> bool:
+    """After a change of the fabric: the cluster's report analysed into the cache ahead of the next visit, unless the
+    cached one is current (fabric.reports, which sends this by name)."""
+
+    return reports.warm(cluster_id)

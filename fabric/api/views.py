@@ -25,11 +25,10 @@ from fabric.api.serializers import (
     SwitchSerializer,
 )
 from fabric.choices import NodeState
-from fabric.graph_from_db import fabric_for_cluster
 from fabric.importers.types import ParseError
 from fabric.models import GPU, HCA, Cluster, Link, Node, Switch
+from fabric.reports import cluster_report
 from fabric.selectors import hottest_links
-from fabric.topology import analyse
 
 
 class Conflict(APIException):
@@ -85,7 +84,7 @@ class ClusterViewSet(ActionsWriteMixin, viewsets.ModelViewSet):
     def report(self, request, pk=None):
         """Fabric analysis: tiers, oversubscription, bisection, single points of failure, degraded links."""
         cluster = self.get_object()
-        return Response({"cluster": cluster.name, **analyse(fabric_for_cluster(cluster)).to_dict()})
+        return Response({"cluster": cluster.name, **cluster_report(cluster.pk).report.to_dict()})
 
     @extend_schema(
         parameters=[

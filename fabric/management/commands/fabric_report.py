@@ -4,10 +4,10 @@ import json
 
 from django.core.management.base import BaseCommand, CommandError
 
-from fabric.graph_from_db import fabric_for_cluster
 from fabric.models import Cluster
+from fabric.reports import cluster_report
 from fabric.subnet_manager import sm_status
-from fabric.topology import analyse, render_text
+from fabric.topology import render_text
 
 
 class Command(BaseCommand):
@@ -22,7 +22,7 @@ class Command(BaseCommand):
         if cluster is None:
             known = ", ".join(Cluster.objects.values_list("name", flat=True)) or "none yet"
             raise CommandError(f"no cluster named {o['cluster']!r} (known: {known})")
-        report = analyse(fabric_for_cluster(cluster))
+        report = cluster_report(cluster.pk, memo=False).report  # analysed once per fabric version (fabric.reports)
         sm = sm_status(cluster.pk)
         if o["json"]:
             doc = {"cluster": cluster.name, **report.to_dict(), "subnet_manager": sm}
