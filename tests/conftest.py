@@ -102,3 +102,20 @@ def operator_api(operator):
 @pytest.fixture
 def tenant_api(tenant_user):
     return _token_client(tenant_user)
+
+
+@pytest.fixture
+def analyses(monkeypatch) -> list[int]:
+    """The links of each fabric analysed from now on (fabric.reports calls fabric.topology.analyse): the fabric
+    report's cache tests count analyses with it."""
+    from fabric import reports
+
+    calls: list[int] = []
+    real = reports.analyse
+
+    def counted(fabric):
+        calls.append(len(fabric.links))
+        return real(fabric)
+
+    monkeypatch.setattr(reports, "analyse", counted)
+    return calls

@@ -14,7 +14,7 @@ import pytest
 from django.urls import reverse
 
 from dashboard import views
-from fabric import actions, reports
+from fabric import actions
 from fabric.models import Link, Switch
 from tests.factories import fat_tree
 
@@ -30,20 +30,6 @@ def cluster():
 def staff(client, operator):
     client.force_login(operator)
     return client
-
-
-@pytest.fixture
-def analyses(monkeypatch):
-    """How many times the fabric was analysed (fabric.reports calls fabric.topology.analyse)."""
-    calls: list[int] = []
-    real = reports.analyse
-
-    def counted(fabric):
-        calls.append(len(fabric.links))
-        return real(fabric)
-
-    monkeypatch.setattr(reports, "analyse", counted)
-    return calls
 
 
 def page(client, cluster, query: str = "") -> str:

@@ -36,20 +36,6 @@ def cluster():
 
 
 @pytest.fixture
-def analyses(monkeypatch):
-    """The links of each fabric analysed (fabric.reports calls fabric.topology.analyse)."""
-    calls: list[int] = []
-    real = reports.analyse
-
-    def counted(fabric):
-        calls.append(len(fabric.links))
-        return real(fabric)
-
-    monkeypatch.setattr(reports, "analyse", counted)
-    return calls
-
-
-@pytest.fixture
 def sent(monkeypatch):
     """Tasks sent by name, as a worker would get them: tasks do not run eagerly here."""
     calls: list[tuple[str, tuple, dict]] = []
