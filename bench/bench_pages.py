@@ -67,21 +67,21 @@ import argparse
 import contextlib
 import io
 import json
-import math
 import os
 import re
 import secrets
 import shutil
-import signal
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))  # (first when run as a script; not when a test loads this file)
+
+from bench_push_load import TimedOut, supervised  # noqa: E402  (the same stack, started and stopped alike)
 
 FRAME_BUDGET_BYTES = 512 * 1024
 CLUSTER = "demo"
@@ -403,10 +403,6 @@ STARTED = time.monotonic()
 
 def say(msg: str) -> None:
     print(f"[{time.monotonic() - STARTED:7.1f} s] {msg}", flush=True)
-
-
-class TimedOut(Exception):
-    pass
 
 
 def settings_module(folder: Path) -> str:
@@ -831,42 +827,13 @@ def main() -> int:
     if chromium_path() is None:
         sys.exit("Debian's Chromium is not installed (apt-get install chromium); CHROMIUM_PATH names another")
 
-    def on_alarm(signum, frame):
-        raise TimedOut(f"the run went over --timeout {args.timeout:.0f} s")
-
-    def on_term(signum, frame):
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGALRM, on_alarm)
-    signal.signal(signal.SIGTERM, on_term)
-    signal.alarm(max(1, math.ceil(args.timeout)))
     load = os.getloadavg()
     say(
         f"host: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; "
         f"pages: {', '.join(pages)}"
     )
-    folder = Path(tempfile.mkdtemp(prefix="bench-pages-"))
-    services: list = []
-    try:
-        return run(args, pages, folder, services)
-    except (TimedOut, RuntimeError) as exc:
-        say(f"FAILED: {exc}")
-        for s in services:
-            say(f"--- {s.name} log, last lines:\n{s.tail(25)}")
-        return 2
-    except KeyboardInterrupt:
-        say("interrupted")
-        return 130
-    finally:
-        signal.alarm(0)
-        for s in reversed(services):
-            s.stop()
-        if services:
-            say(f"stopped {', '.join(f'{s.name} (pid {s.pid})' for s in services)}")
-        if args.keep:
-            say(f"kept {folder}")
-        else:
-            shutil.rmtree(folder, ignore_errors=True)
+    return supervised(lambda folder, services: run(args, pages, folder, services), timeout=args.timeout,
+                      prefix="bench-pages-", keep=args.keep, say=say)  # fmt: skip
 
 
 def run(args, pages: list[str], folder: Path, services: list) -> int:

@@ -64,6 +64,7 @@ import queue
 import re
 import resource
 import secrets
+import shutil
 import signal
 import socket
 import statistics
@@ -766,19 +767,29 @@ def main() -> int:
     load = os.getloadavg()
     say(f"host: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} before the run")
 
+    return supervised(lambda folder, services: run(args, mix, folder, services), timeout=args.timeout,
+                      prefix="bench-push-load-")  # fmt: skip
+
+
+def supervised(body, *, timeout: float, prefix: str, keep: bool = True, say=say) -> int:
+    """`body(folder, services)` in a new temporary folder, bounded by `timeout` seconds, stopped by Ctrl-C or SIGTERM
+    too: every service it put in `services` is stopped whatever happens, the last lines of their logs shown when it
+    fails. The folder (the services' logs) stays when `keep`. Returns body's code, 2 when it failed, 130 when
+    stopped."""
+
     def on_alarm(signum, frame):
-        raise TimedOut(f"the run went over --timeout {args.timeout:.0f} s")
+        raise TimedOut(f"the run went over --timeout {timeout:.0f} s")
 
     def on_term(signum, frame):
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGALRM, on_alarm)
     signal.signal(signal.SIGTERM, on_term)
-    signal.alarm(max(1, math.ceil(args.timeout)))
-    folder = Path(tempfile.mkdtemp(prefix="bench-push-load-"))
+    signal.alarm(max(1, math.ceil(timeout)))
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
     services: list[Service] = []
     try:
-        return run(args, mix, folder, services)
+        return body(folder, services)
     except (TimedOut, RuntimeError) as exc:
         say(f"FAILED: {exc}")
         for s in services:
@@ -791,10 +802,11 @@ def main() -> int:
         signal.alarm(0)
         for s in reversed(services):
             s.stop()
-        say(
-            f"stopped {len(services)} subprocess(es) ({', '.join(f'{s.name} {s.pid}' for s in services)}); "
-            f"logs in {folder}"
-        )
+        if services:
+            say(f"stopped {', '.join(f'{s.name} (pid {s.pid})' for s in services)}")
+        say(f"logs in {folder}" if keep else f"removed {folder}")
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def run(args, mix: dict[str, float], folder: Path, services: list[Service]) -> int:

@@ -174,9 +174,9 @@ def sample_from_dict(data: dict) -> NodeSample:
 
 
 def _pickle_by_fields(cls: type) -> None:
-    """Pickle as (class, field values): the latest-state cache pickles the previous sample of every node at every
-    poll, and the dataclass default (a state tuple restored one setattr at a time) took twice as long to load and
-    a third more bytes."""
+    """Pickle as (class, field values): the dataclass default (a state tuple restored one setattr at a time) took
+    twice as long to load and a third more bytes. (The latest-state cache, which pickled every node's sample at every
+    poll, now keeps only what the next poll reads, fabric.latest.for_rates: no hot path pickles samples any more.)"""
     names = _FIELDS[cls] = tuple(f.name for f in fields(cls))
 
     def __reduce__(self):
