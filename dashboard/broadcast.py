@@ -27,19 +27,22 @@ import asyncio
 import itertools
 import json
 import logging
+import os
 import struct
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from celery import current_app
-from channels.layers import get_channel_layer
+from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.core.cache import cache
 from django.db import transaction
 
 from clusterctl import outages
+from clusterctl.gcpause import gc_paused
 from dashboard import selectors
 from dashboard.parts import parts
 from dashboard.topics import FABRIC_TOPICS, TOPICS
@@ -104,6 +107,11 @@ def seq_key(group: str) -> str:
     return f"dashboard:seq:{group}"
 
 
+def generation_key(cluster_id: int, topic: str) -> str:
+    """Counts the changes of a topic other than telemetry's load (`mark_dirty` without `load_only`)."""
+    return _key(cluster_id, f"gen:{topic}")
+
+
 def _topics(topics: Iterable[str] | str) -> tuple[str, ...]:
     wanted = (topics,) if isinstance(topics, str) else tuple(topics)
     unknown = set(wanted) - set(TOPICS)
@@ -121,24 +129,38 @@ def _eager() -> bool:
 #
 
 
-def mark_dirty(cluster_id: int, topics: Iterable[str] | str = TOPICS) -> None:
+def mark_dirty(cluster_id: int, topics: Iterable[str] | str = TOPICS, *, load_only: bool = False) -> None:
     """Say that `topics` of the cluster changed. Runs after the current transaction commits (at once outside
-    one); never raises. The first mark in a window enqueues one broadcast; the others only flag their topics."""
+    one); never raises. The first mark in a window enqueues one broadcast; the others only flag their topics.
+    `load_only`: only telemetry's latest load changed (an ingest), so the broadcaster may put the new load into
+    the states it built last instead of building them again (`_current`)."""
     wanted = _topics(topics)
     if wanted:
-        transaction.on_commit(lambda: _mark(cluster_id, wanted))
+        transaction.on_commit(lambda: _mark(cluster_id, wanted, load_only))
 
 
-def _mark(cluster_id: int, topics: tuple[str, ...]) -> None:
+def _mark(cluster_id: int, topics: tuple[str, ...], load_only: bool = False) -> None:
     if outages.recent(outages.REDIS, outages.BROKER):
         return  # it just failed in this process: waiting for it again would only hold up whoever committed
     try:
+        if not load_only:  # before the flags: a broadcast that sees them sees the new generation too
+            _bump(cluster_id, {d for t in topics for d in (t, *DEPENDENTS.get(t, ()))})
         cache.set_many({dirty_key(cluster_id, t): 1 for t in topics}, DIRTY_TTL_S)
         schedule(cluster_id)
     except outages.OUTAGE_ERRORS as exc:  # Redis restarting: one warning per outage, not one per commit
         outages.note(exc, "live views show changes again at the first one after it is back", key="live views")
     except Exception:  # a cache down must not fail the commit hook of whoever marked
         log.exception("live views of cluster %s: could not mark %s dirty", cluster_id, ", ".join(topics))
+
+
+def _bump(cluster_id: int, topics: Iterable[str]) -> None:
+    for t in sorted(topics):
+        key = generation_key(cluster_id, t)
+        if not cache.add(key, 1, STATE_TTL_S):
+            try:
+                cache.incr(key)
+            except ValueError:  # expired in between: any value the kept builds do not have will do
+                cache.set(key, int(time.time() * 1000), STATE_TTL_S)
 
 
 def schedule(cluster_id: int) -> float | None:
@@ -169,7 +191,7 @@ def on_fabric_event(cluster_id: int, payload: dict[str, Any]) -> None:
 
 def on_live_event(cluster_id: int, payload: dict[str, Any]) -> None:
     """fabric.events listener ("live"): the domain says which live views changed (new load, a round's queue)."""
-    mark_dirty(cluster_id, payload["topics"])
+    mark_dirty(cluster_id, payload["topics"], load_only=bool(payload.get("load_only")))
 
 
 def on_job_event(cluster_id: int, payload: dict[str, Any]) -> None:
@@ -216,7 +238,8 @@ def flush(cluster_id: int, *, now: float | None = None, eager: bool | None = Non
         )
         t0 = time.perf_counter()
         try:
-            result = _broadcast(cluster_id, topics, now)
+            with gc_paused():  # the baselines it unpickles are thousands of dicts: collections walked the worker's heap
+                result = _broadcast(cluster_id, topics, now)
         except Exception:  # the database away: keep the topics dirty for the next run
             log.exception("live views of cluster %s: broadcast of %s failed", cluster_id, ", ".join(topics))
             cache.set_many({keys[t]: 1 for t in topics}, DIRTY_TTL_S)
@@ -233,31 +256,114 @@ def flush(cluster_id: int, *, now: float | None = None, eager: bool | None = Non
 
 def _broadcast(cluster_id: int, topics: tuple[str, ...], now: float) -> dict[str, Any]:
     ring = (cache.get(_key(cluster_id, "trend")) or {"points": [], "t": 0.0}) if "overview" in topics else None
-    current = selectors.build(cluster_id, topics, trend=ring["points"] if ring else None)
+    gens = _generations(cluster_id, topics)  # before reading anything: see _mark
+    current, rebuilt, overdue = _current(cluster_id, topics, gens, ring["points"] if ring else None)
     if current is None:  # the cluster is gone
         forget(cluster_id)
         return {"topics": topics, "gone": True}
-    if ring is not None:
-        ring = _append_trend(ring, selectors.trend_point(current["overview"], datetime.fromtimestamp(now, UTC)), now)
-        current["overview"]["trend"] = ring["points"]
-        cache.set(_key(cluster_id, "trend"), ring, STATE_TTL_S)
-    before = cache.get_many([state_key(cluster_id, t) for t in topics])
-    frames: list[tuple[str, str, Any]] = []
-    for topic in topics:
-        if topic == "queue":
-            continue
-        kind, data = diff(topic, before.get(state_key(cluster_id, topic)), current[topic])
-        if kind:
-            frames.append((kind, topic, data))
-    # The new baseline before the sequence numbers move: a socket reads the seq first, then the baseline.
-    cache.set_many({state_key(cluster_id, t): current[t] for t in topics}, STATE_TTL_S)
     sent: dict[str, int] = {}
-    for kind, topic, data in frames:
-        group = fabric_group(cluster_id, topic)
-        sent[group] = _send(group, [(kind, topic, data)])
-    if "queue" in topics:
-        sent.update(_send_queue(cluster_id, before.get(state_key(cluster_id, "queue")), current["queue"]))
-    return {"topics": topics, "sent": sent}
+    states: dict[str, dict] = {}
+    # Topic by topic, each sent as soon as it is ready: the overview's frame need not wait for the GPUs' diff.
+    for topic, state in current:
+        if topic == "overview" and ring is not None:
+            ring = _append_trend(ring, selectors.trend_point(state, datetime.fromtimestamp(now, UTC)), now)
+            state = {**state, "trend": ring["points"]}  # not the kept build's dict
+            cache.set(_key(cluster_id, "trend"), ring, STATE_TTL_S)
+        states[topic] = state
+        sent.update(_publish(cluster_id, topic, state))
+    result: dict[str, Any] = {"topics": topics, "sent": sent, "rebuilt": rebuilt}
+    if overdue:  # after the frames went out: the check costs no page any latency
+        result["checked"] = overdue
+        result["sent"].update(_check(cluster_id, overdue, gens, states))
+    return result
+
+
+def _publish(cluster_id: int, topic: str, state: dict) -> dict[str, int]:
+    """Diff a topic's state against its baseline, store the state as the new baseline, send the frame if it changed."""
+    key = state_key(cluster_id, topic)
+    before = cache.get(key)
+    # The new baseline before the sequence number moves: a socket reads the seq first, then the baseline.
+    cache.set(key, state, STATE_TTL_S)
+    if topic == "queue":
+        return _send_queue(cluster_id, before, state)
+    kind, data = diff(topic, before, state)
+    if not kind:
+        return {}
+    group = fabric_group(cluster_id, topic)
+    return {group: _send(group, [(kind, topic, data)])}
+
+
+# The last build of each load topic in this process, by (cluster, topic): the topic's generation when it was read, when
+# it was built (monotonic), its state and where the load goes in it. A broadcast of load only (an ingest's) puts the
+# new load into it (selectors.with_load: one cache read, no query) instead of building the topic again. Any other
+# change bumps the topic's generation (`_mark`), and the next broadcast builds it again. A build older than
+# FULL_BUILD_EVERY_S is checked against a new one after each broadcast (`_check`), for changes that bypass the actions
+# and send no event.
+_BUILT: dict[tuple[int, str], tuple[Any, float, dict, selectors.LoadMap]] = {}
+FULL_BUILD_EVERY_S = 30.0
+# Changes of one topic that change others too: open alerts colour the fabric's links and count in the overview.
+DEPENDENTS: dict[str, tuple[str, ...]] = {"alerts": ("fabric", "overview")}
+
+
+def _generations(cluster_id: int, topics: tuple[str, ...]) -> dict[str, Any]:
+    """The generation of each load topic (a missing one is a value too: a bump after it makes one that differs)."""
+    load = [t for t in topics if t in selectors.LOAD_TOPICS]
+    found = cache.get_many([generation_key(cluster_id, t) for t in load])
+    return {t: found.get(generation_key(cluster_id, t)) for t in load}
+
+
+def _current(
+    cluster_id: int, topics: tuple[str, ...], gens: dict[str, Any], trend: list[dict] | None
+) -> tuple[Iterator[tuple[str, dict]] | None, tuple[str, ...], tuple[str, ...]]:
+    """(topic, current state) for each topic, in order, each computed when it is asked for; the topics built from the
+    database (the others get new load only); and those of the others whose build is older than FULL_BUILD_EVERY_S,
+    for `_check`. None for the states: the cluster is gone."""
+    at = time.monotonic()
+    kept = {t: _BUILT.get((cluster_id, t)) for t in gens}
+    fresh = {t: k for t, k in kept.items() if k is not None and k[0] == gens[t]}
+    todo = tuple(t for t in topics if t not in fresh)
+    built: dict[str, dict] = {}
+    if todo:
+        got = selectors.build_mapped(cluster_id, todo, trend=trend)
+        if got is None:
+            for t in gens:
+                _BUILT.pop((cluster_id, t), None)
+            return None, todo, ()
+        built, load_map = got
+        for t in todo:
+            if t in gens:
+                _BUILT[(cluster_id, t)] = (gens[t], at, built[t], load_map)
+    overdue = tuple(t for t, k in fresh.items() if at - k[1] >= FULL_BUILD_EVERY_S)
+
+    def states() -> Iterator[tuple[str, dict]]:
+        loaded: Iterator[tuple[str, dict]] = iter(())
+        if fresh:
+            first = next(iter(fresh.values()))[3]
+            where = selectors.LoadMap(first.hostnames, {t: k[3].where[t] for t, k in fresh.items()})
+            loaded = selectors.with_load(cluster_id, {t: k[2] for t, k in fresh.items()}, where)
+        for t in topics:
+            yield next(loaded) if t in fresh else (t, built[t])
+
+    return states(), todo, overdue
+
+
+def _check(cluster_id: int, topics: tuple[str, ...], gens: dict[str, Any], sent: dict[str, dict]) -> dict[str, int]:
+    """Build `topics` again from the database, keep the builds, and send what differs from the states just `sent`
+    (a change that bypassed the actions, or load newer than theirs): usually nothing."""
+    at = time.monotonic()
+    got = selectors.build_mapped(cluster_id, topics)
+    if got is None:
+        return {}
+    states, load_map = got
+    for t in topics:
+        _BUILT[(cluster_id, t)] = (gens[t], at, states[t], load_map)
+    if "overview" in states:
+        states["overview"] = {**states["overview"], "trend": sent["overview"]["trend"]}
+    out: dict[str, int] = {}
+    for t in topics:
+        if states[t] != sent[t]:
+            out.update(_publish(cluster_id, t, states[t]))
+    return out
 
 
 def _append_trend(ring: dict, point: dict, now: float) -> dict:
@@ -551,7 +657,9 @@ def sockets_run_in(loop: asyncio.AbstractEventLoop) -> None:
 
 def _group_send(layer, group: str, message: dict) -> None:
     loop = _socket_loop
-    if loop is not None and loop.is_running():
+    if loop is None or not loop.is_running():
+        loop = _sender_loop(layer)
+    if loop is not None:
         try:
             current = asyncio.get_running_loop()
         except RuntimeError:
@@ -562,6 +670,32 @@ def _group_send(layer, group: str, message: dict) -> None:
     async_to_sync(layer.group_send)(group, message)
 
 
+# A process without sockets (the Celery worker) sends through one event loop of its own, kept in a daemon thread, and
+# the layer keeps its Redis connections on it: async_to_sync would start a loop and connect again for every group,
+# 3 ms a send. Per process id: a forked child starts its own.
+_sender: tuple[int, asyncio.AbstractEventLoop] | None = None
+_sender_lock = threading.Lock()
+
+
+def _sender_loop(layer) -> asyncio.AbstractEventLoop | None:
+    global _sender
+    if isinstance(layer, InMemoryChannelLayer):  # its queues belong to the loop of whoever receives
+        return None
+    pid = os.getpid()
+    held = _sender
+    if held is not None and held[0] == pid and held[1].is_running():
+        return held[1]
+    with _sender_lock:
+        if _sender is None or _sender[0] != pid or not _sender[1].is_running():
+            loop = asyncio.new_event_loop()
+            started = threading.Event()
+            loop.call_soon(started.set)
+            threading.Thread(target=loop.run_forever, name="live-views-sender", daemon=True).start()
+            started.wait(5)
+            _sender = (pid, loop)
+        return _sender[1]
+
+
 def forget(cluster_id: int) -> None:
     """Drop what the broadcaster keeps for a cluster (baselines, trend, flags); sequence numbers stay."""
     keys = [state_key(cluster_id, t) for t in TOPICS] + [dirty_key(cluster_id, t) for t in TOPICS]
@@ -569,6 +703,8 @@ def forget(cluster_id: int) -> None:
     cache.delete_many(keys)
     for t in BINARY_TOPICS:
         _ENCODED.pop((fabric_group(cluster_id, t), t), None)
+    for t in TOPICS:
+        _BUILT.pop((cluster_id, t), None)
 
 
 #

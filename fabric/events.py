@@ -29,9 +29,13 @@ def subscribe(listener: Listener, topic: str = "fabric") -> None:
         _listeners[topic].append(listener)
 
 
-def live_changed(cluster_id: int, topics: tuple[str, ...] | str) -> None:
-    """Say, after commit, that the live views' `topics` of the cluster changed (dashboard.broadcast listens)."""
-    send_on_commit(cluster_id, {"topics": topics}, "live")
+def live_changed(cluster_id: int, topics: tuple[str, ...] | str, *, load_only: bool = False) -> None:
+    """Say, after commit, that the live views' `topics` of the cluster changed (dashboard.broadcast listens).
+    `load_only`: nothing changed but telemetry's latest load (an ingest that raised or cleared nothing)."""
+    payload: dict = {"topics": topics}
+    if load_only:
+        payload["load_only"] = True
+    send_on_commit(cluster_id, payload, "live")
 
 
 def send_on_commit(cluster_id: int, payload: dict[str, Any], topic: str = "fabric") -> None:

@@ -27,7 +27,6 @@ one writer; readers import fabric.latest.
 
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 import time
@@ -40,6 +39,7 @@ from django.db import DatabaseError, transaction
 
 from clusterctl.beat import heartbeat_age
 from clusterctl.bulk import copy_rows
+from clusterctl.gcpause import gc_paused
 from clusterctl.locks import TaskLock
 from fabric import actions, events, inbox, latest
 from fabric.choices import CaKind
@@ -150,13 +150,8 @@ def ingest_samples(
     The cyclic garbage collector is paused for the batch (and restored after), as for a scheduling round: a
     10,000-GPU poll allocates some 100,000 short-lived objects, and the collections they set off walked the
     worker's long-lived ones (the port map, the samples it holds) at a cost of up to a third of the poll."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         return _ingest(cluster_id, samples, thresholds=thresholds, hold_down_s=hold_down_s, alpha=alpha)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _ingest(
@@ -234,8 +229,10 @@ def _ingest(
     _record_host(cluster_id, pmap, [newest[n] for n in result.stored], result)
     t_host = clock()
     # The live views: new load for the heat maps, alerts refreshed (raised/cleared ones also mark through events).
-    live = ("overview", "fabric", "gpus", "alerts") if any(result.alerts.values()) else ("overview", "fabric", "gpus")
-    events.live_changed(cluster_id, live)
+    # Nothing raised or cleared: only the load changed, which the broadcaster can put into what it built last.
+    alerted = any(result.alerts.values())
+    live = ("overview", "fabric", "gpus", "alerts") if alerted else ("overview", "fabric", "gpus")
+    events.live_changed(cluster_id, live, load_only=not alerted)
     result.gpu_rows, result.port_rows = len(gpu_rows), len(port_rows)
     result.timings = {  # every step, in order: they add up to the whole call (bench/bench_ingest.py)
         "read": t_read - t0,

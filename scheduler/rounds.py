@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import gc
 import time
 
 from django.utils import timezone
 
+from clusterctl.gcpause import gc_paused
 from fabric import events
 from fabric.models import Cluster
 from scheduler import actions
@@ -29,13 +29,8 @@ def run_round(cluster_id: int, trigger: str = "manual") -> SchedulingRound:
     # The cyclic garbage collector waits for the round (as in the engine itself, scheduler.core.schedule): its
     # load and apply make hundreds of thousands of short-lived rows and objects at 50,000 waiting jobs, and the
     # collections they set off walk the worker's long-lived caches (the snapshot's job rows and requests).
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         record = _round(cluster_id, trigger)
-    finally:
-        if enabled:
-            gc.enable()
     round_actions.record_round_commit(record, (time.perf_counter() - t0) * 1000)
     # Queue order and reasons, the last round on the overview (placements also mark through job events).
     events.live_changed(cluster_id, ("queue", "overview"))

@@ -22,7 +22,9 @@ of the demo cluster (128 x 8 H100, 1,024 GPUs) in about 40 ms; 1,250 x 8 (10,000
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
 from dashboard.selectors.alerts_topic import (
     ALERT_FIELDS,
@@ -39,9 +41,9 @@ from dashboard.selectors.alerts_topic import (
     rule_counts,
 )
 from dashboard.selectors.cluster import _CABLING, _Cabling, _Cluster, _Topology, cabling, iso
-from dashboard.selectors.fabric_topic import AGGREGATE_ABOVE, fabric
-from dashboard.selectors.gpus_topic import GPU_METRICS_UNITS, gpus
-from dashboard.selectors.overview_topic import overview, spread_cv, trend_point
+from dashboard.selectors.fabric_topic import AGGREGATE_ABOVE, fabric, fabric_and_load, fabric_with_load
+from dashboard.selectors.gpus_topic import GPU_METRICS_UNITS, gpus, gpus_and_load, gpus_with_load
+from dashboard.selectors.overview_topic import overview, overview_with_load, spread_cv, trend_point
 from dashboard.selectors.queue_topic import (
     JOB_FIELDS,
     NO_LEAF,
@@ -61,6 +63,16 @@ from dashboard.topics import TOPICS
 from fabric.models import Cluster
 
 BUILDERS = {"fabric": fabric, "gpus": gpus, "alerts": alerts, "queue": queue}
+# The topics whose state telemetry's latest load changes, and only in values (`with_load`).
+LOAD_TOPICS: tuple[str, ...] = ("overview", "fabric", "gpus")
+
+
+@dataclass(frozen=True)
+class LoadMap:
+    """Where the latest load goes in the states of one build (`build_mapped`), for `with_load`."""
+
+    hostnames: tuple[str, ...]  # whose latest state the build read
+    where: dict[str, Any] = field(default_factory=dict)  # topic of LOAD_TOPICS -> its builder's map
 
 
 def build(cluster_id: int, topics: Iterable[str], *, trend: list[dict] | None = None) -> dict[str, dict] | None:
@@ -68,15 +80,55 @@ def build(cluster_id: int, topics: Iterable[str], *, trend: list[dict] | None = 
     c = _Cluster(cluster_id)
     if c.row is None:
         return None
+    return _build(c, topics, trend, None)
+
+
+def build_mapped(
+    cluster_id: int, topics: Iterable[str], *, trend: list[dict] | None = None
+) -> tuple[dict[str, dict], LoadMap] | None:
+    """`build`, with where the load goes in the states of LOAD_TOPICS (for `with_load`)."""
+    c = _Cluster(cluster_id)
+    if c.row is None:
+        return None
+    where: dict[str, Any] = {}
+    out = _build(c, topics, trend, where)
+    return out, LoadMap(tuple(c.hostnames), where)
+
+
+def _build(c: _Cluster, topics: Iterable[str], trend: list[dict] | None, where: dict[str, Any] | None) -> dict:
     out: dict[str, dict] = {}
     for topic in topics:
         if topic == "overview":
             out[topic] = overview(c, trend)
+            if where is not None:
+                where[topic] = None
+        elif where is not None and topic == "fabric":
+            out[topic], where[topic] = fabric_and_load(c)
+        elif where is not None and topic == "gpus":
+            out[topic], where[topic] = gpus_and_load(c)
         elif topic in BUILDERS:
             out[topic] = BUILDERS[topic](c)
         else:
             raise ValueError(f"unknown topic {topic!r}; known: {', '.join(TOPICS)}")
     return out
+
+
+def with_load(cluster_id: int, states: dict[str, dict], load_map: LoadMap) -> Iterator[tuple[str, dict]]:
+    """(topic, state) for each of `states` (of LOAD_TOPICS, built with `load_map`) with telemetry's latest load, one
+    topic at a time (a caller may send each before the next is computed): one cache read, no query. The same as a
+    new `build` as long as nothing but the load changed since (what an ingest alone changes); the broadcaster knows
+    when that holds (dashboard.broadcast). New states: `states` are not changed."""
+    c = _Cluster(cluster_id)
+    c.hostnames = list(load_map.hostnames)  # what the build read: no query for them
+    for topic, state in states.items():
+        if topic == "overview":
+            yield topic, overview_with_load(state, c)
+        elif topic == "fabric":
+            yield topic, fabric_with_load(state, load_map.where[topic], c)
+        elif topic == "gpus":
+            yield topic, gpus_with_load(state, load_map.where[topic], c)
+        else:
+            raise ValueError(f"{topic!r} is not changed by load alone; those are: {', '.join(LOAD_TOPICS)}")
 
 
 def cluster_exists(cluster_id: int) -> bool:
@@ -93,11 +145,13 @@ __all__ = [
     "GPU_METRICS_UNITS",
     "GROUP_SAMPLES",
     "JOB_FIELDS",
+    "LOAD_TOPICS",
     "NO_LEAF",
     "NO_ROUND_YET",
     "RECENT_KINDS",
     "RECENT_LIMIT",
     "_CABLING",
+    "LoadMap",
     "Placement",
     "_Cabling",
     "_Cluster",
@@ -106,6 +160,7 @@ __all__ = [
     "alert_groups",
     "alerts",
     "build",
+    "build_mapped",
     "cabling",
     "cluster_exists",
     "fabric",
@@ -125,4 +180,5 @@ __all__ = [
     "shape_text",
     "spread_cv",
     "trend_point",
+    "with_load",
 ]

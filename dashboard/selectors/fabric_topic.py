@@ -4,6 +4,7 @@ AGGREGATE_ABOVE nodes."""
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
 from dashboard.selectors.cluster import _Cabling, _Cluster
 from fabric.choices import LinkState, NodeState
@@ -33,30 +34,44 @@ def _link_errors(cab: _Cabling, open_alerts: list[tuple]) -> set[int]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class FabricLoad:
+    """Where the latest load goes in a built fabric state (`fabric_with_load`), in the state's order: per link the
+    ids of the links it shows (itself, or the host links a group's link folds), per switch the drawn links it ends."""
+
+    links: tuple[tuple[int, ...], ...]
+    switches: tuple[tuple[int, ...], ...]
+
+
 def fabric(c: _Cluster) -> dict:
+    return fabric_and_load(c)[0]
+
+
+def fabric_and_load(c: _Cluster) -> tuple[dict, FabricLoad]:
+    """The topic's state, and where telemetry's load goes in it."""
     cab = c.cabling
     topo = cab.topology
     node_rows = c.nodes  # before the load: its host names come from these rows
     util = c.link_util
     errors = _link_errors(cab, c.open_alerts)
     links: list[dict] = []
-    hottest: dict[int, float] = defaultdict(float)
+    at_switch: dict[int, list[int]] = defaultdict(list)
     for pk, capacity, state in Link.objects.filter(cluster_id=c.id).values_list("pk", "capacity_gbps", "state"):
         ends = cab.ends.get(pk)
         if ends is None:
             continue  # an end on an aggregation node or a router (or cabled since the cabling was read): not drawn
-        u = util.get(pk, 0.0)
         for kind, end_id in ends.values():
             if kind == "switch":
-                hottest[end_id] = max(hottest[end_id], u)
+                at_switch[end_id].append(pk)
         links.append({"id": pk, "a": ends["a"], "b": ends["b"], "capacity_gbps": capacity, "state": state,
-                      "util": round(u, 2), "errors": pk in errors})  # fmt: skip
+                      "util": round(util.get(pk, 0.0), 2), "errors": pk in errors})  # fmt: skip
     index = topo.graph.switch_index
     switches = []
     for pk, guid, name in sorted(cab.switches, key=lambda s: natural_key(s[2])):
         i = index[guid]
         switches.append({"id": pk, "name": name, "tier": topo.tiers.level[i], "role": topo.tiers.role[i],
-                         "hottest": round(hottest.get(pk, 0.0), 2)})  # fmt: skip
+                         "hottest": _hottest(util, at_switch.get(pk, ()))})  # fmt: skip
+    switch_links = tuple(tuple(at_switch.get(s["id"], ())) for s in switches)
     nodes = [
         {"id": pk, "hostname": hostname, "role": role, "state": state, "leaf": cab.leaf_id(hostname), "gpus": n}
         for pk, hostname, role, state, n in sorted(node_rows, key=lambda n: natural_key(n[1]))
@@ -67,8 +82,9 @@ def fabric(c: _Cluster) -> dict:
     if len(nodes) <= AGGREGATE_ABOVE:
         for n in nodes:
             n["x"], n["y"] = places.nodes[n["id"]].x, places.nodes[n["id"]].y
-        return {"switches": switches, "nodes": nodes, "links": links, "aggregated": False}
-    folded = _aggregate(nodes, links, {s["id"]: s["name"] for s in switches})
+        state = {"switches": switches, "nodes": nodes, "links": links, "aggregated": False}
+        return state, FabricLoad(tuple((k["id"],) for k in links), switch_links)
+    folded, members = _aggregate(nodes, links, {s["id"]: s["name"] for s in switches})
     hosts: dict[str, list[str]] = defaultdict(list)
     for n in nodes:
         hosts[places.group_of.get(n["id"], "leaf:none")].append(n["hostname"])
@@ -77,7 +93,33 @@ def fabric(c: _Cluster) -> dict:
         g["x"], g["y"] = (at.x, at.y) if at else (0.0, 0.0)
         g["storage"] = at.storage if at else 0
         g["hosts"] = hosts.get(g["id"], [])
-    return {"switches": switches, **folded, "aggregated": True}
+    return {"switches": switches, **folded, "aggregated": True}, FabricLoad(members, switch_links)
+
+
+def fabric_with_load(state: dict, where: FabricLoad, c: _Cluster) -> dict:
+    """`state` (built with `where`) with the links' latest load and each switch's hottest link: a new state, `state`
+    is not changed. The same as a new build while nothing but the load changed."""
+    util = c.link_util
+    shown: dict[int, float] = {}
+    links = []
+    for item, ids in zip(state["links"], where.links, strict=True):
+        u = 0.0
+        for pk in ids:
+            v = shown.get(pk)
+            if v is None:
+                v = shown[pk] = round(util.get(pk, 0.0), 2)
+            if v > u:
+                u = v
+        links.append(item if item["util"] == u else {**item, "util": u})
+    switches = []
+    for item, ids in zip(state["switches"], where.switches, strict=True):
+        h = _hottest(util, ids)
+        switches.append(item if item["hottest"] == h else {**item, "hottest": h})
+    return {**state, "switches": switches, "links": links}
+
+
+def _hottest(util: dict[int, float], link_ids) -> float:
+    return round(max((util.get(pk, 0.0) for pk in link_ids), default=0.0), 2)
 
 
 def _positions(cab: _Cabling, switches: list[dict], nodes: list[dict], links: list[dict]) -> Layout:
@@ -103,8 +145,11 @@ def _group_state(states: dict[str, int]) -> str:
     return "mixed"
 
 
-def _aggregate(nodes: list[dict], links: list[dict], switch_names: dict[int, str]) -> dict:
-    """One node entry per leaf, and the host links of each (switch, group) folded into one."""
+def _aggregate(
+    nodes: list[dict], links: list[dict], switch_names: dict[int, str]
+) -> tuple[dict, tuple[tuple[int, ...], ...]]:
+    """One node entry per leaf, and the host links of each (switch, group) folded into one; with, per link out, the
+    ids of the links it shows."""
     groups: dict[int | None, dict] = {}
     group_of: dict[int, str] = {}
     for n in nodes:
@@ -123,13 +168,16 @@ def _aggregate(nodes: list[dict], links: list[dict], switch_names: dict[int, str
         g["states"] = dict(g["states"])
         g["state"] = _group_state(g["states"])
     out_links: list[dict] = []
+    members: list[list[int]] = []
     folded: dict[tuple, dict] = {}
+    folded_members: dict[tuple, list[int]] = {}
     for link in links:
         ends = [link["a"], link["b"]]
         host = next((e for e in ends if e[0] == "node"), None)
         switch = next((e for e in ends if e[0] == "switch"), None)
         if host is None or switch is None:
             out_links.append(link)
+            members.append([link["id"]])
             continue
         gid = group_of[host[1]]
         key = (switch[1], gid)
@@ -139,6 +187,8 @@ def _aggregate(nodes: list[dict], links: list[dict], switch_names: dict[int, str
             f = folded[key] = {"id": fid, "a": switch, "b": ["node", gid], "capacity_gbps": 0.0, "states": {},
                                "util": 0.0, "errors": False, "members": 0}  # fmt: skip
             out_links.append(f)
+            members.append(folded_members.setdefault(key, []))
+        folded_members[key].append(link["id"])
         f["capacity_gbps"] += link["capacity_gbps"]
         f["states"][link["state"]] = f["states"].get(link["state"], 0) + 1
         f["util"] = max(f["util"], link["util"])
@@ -148,4 +198,4 @@ def _aggregate(nodes: list[dict], links: list[dict], switch_names: dict[int, str
         states = f.pop("states")
         f["state"] = (LinkState.UP if set(states) == {LinkState.UP}
                       else LinkState.DOWN if set(states) == {LinkState.DOWN} else LinkState.DEGRADED)  # fmt: skip
-    return {"nodes": list(groups.values()), "links": out_links}
+    return {"nodes": list(groups.values()), "links": out_links}, tuple(tuple(m) for m in members)

@@ -48,11 +48,10 @@ def overview(c: _Cluster, trend: list[dict] | None = None) -> dict:
     severities = dict.fromkeys(AlertSeverity.values, 0)
     for _, severity, _, _ in c.open_alerts:
         severities[severity] = severities.get(severity, 0) + 1
-    utilisation = spread([m[0] / 100 for m in c.gpu_metrics.values() if m and m[0] is not None])
     return {
         "cluster": {"id": c.row["id"], "name": c.row["name"]},
         "gpus": gpus,
-        "utilisation": {"mean": _r(utilisation.mean, 3), "cv": spread_cv(utilisation)},
+        "utilisation": _utilisation(c),
         "queue": {"by_priority": by_priority, "running": running},
         "last_round": None
         if last is None
@@ -60,6 +59,16 @@ def overview(c: _Cluster, trend: list[dict] | None = None) -> dict:
         "alerts": severities,
         "trend": list(trend or []),
     }
+
+
+def overview_with_load(state: dict, c: _Cluster) -> dict:
+    """`state` with the latest GPU utilisation (the only part telemetry changes): a new state."""
+    return {**state, "utilisation": _utilisation(c)}
+
+
+def _utilisation(c: _Cluster) -> dict:
+    utilisation = spread([m[0] / 100 for m in c.gpu_metrics.values() if m and m[0] is not None])
+    return {"mean": _r(utilisation.mean, 3), "cv": spread_cv(utilisation)}
 
 
 def spread_cv(utilisation) -> float | None:

@@ -107,7 +107,7 @@ def test_acknowledging_many_takes_those_not_acknowledged_yet_of_that_cluster_onc
     storm, django_capture_on_commit_callbacks, monkeypatch
 ):
     marked = []
-    monkeypatch.setattr(broadcast, "mark_dirty", lambda cluster_id, topics: marked.append((cluster_id, topics)))
+    monkeypatch.setattr(broadcast, "mark_dirty", lambda cluster_id, topics, **kw: marked.append((cluster_id, topics)))
     other = fat_tree("other", nodes=2, gpus_per_node=8, leaf_ports=8)
     foreign = alert(other, "port_errors", "gpu0001/mlx5_0/1", "x")
     first = storm["errors"][0]

@@ -369,3 +369,90 @@ def test_one_slow_poll_does_not_make_the_faster_ones_after_it_wait(rig):
         waits.append(rig.enqueued[-1])
         rig.flush(mark_at + waits[-1])
     assert waits == [0.0, 0.0, 0.0, 0.0]  # with a strict second, 1002.2 and 1003.2 waited 0.2 s each
+
+
+def gpu_poll(cluster_id: int, host: str, at: float, util: float, xid: list[int] | None = None) -> None:
+    sample = NodeSample(node=host, collected_at=at, collector="test",
+                        gpus=[GpuSample(index=2, utilisation_gpu_pct=util, xid_events=xid or [])])  # fmt: skip
+    ingest_samples(cluster_id, [sample])
+
+
+@pytest.fixture
+def polled_host(site):
+    node = Node.objects.filter(cluster=site.cluster).order_by("hostname").first()
+    yield node
+    forget_node(site.cluster.pk, node.hostname)
+
+
+def test_a_poll_that_changed_only_the_load_is_sent_without_building_again(rig, polled_host):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    rig.mark("gpus")
+    assert rig.flush(1000.0)["rebuilt"] == ("gpus",)
+    gpu_poll(rig.cluster_id, polled_host.hostname, 2000.0, 55.0)
+    broadcast._mark(rig.cluster_id, ("gpus",), load_only=True)
+    with CaptureQueriesContext(connection) as queries:
+        result = rig.flush(1002.0)
+    assert result["rebuilt"] == () and len(queries) == 0
+    delta = rig.frames(broadcast.fabric_group(rig.cluster_id, "gpus"))[-1]
+    gpu = GPU.objects.get(node=polled_host, index=2)
+    assert delta["type"] == "delta" and delta["data"] == {"gpus": {str(gpu.pk): {"util": 55.0}}}
+
+
+def test_any_other_change_builds_the_topic_again(rig, polled_host):
+    rig.mark("gpus")
+    rig.flush(1000.0)
+    gpu = GPU.objects.get(node=polled_host, index=2)
+    GPU.objects.filter(pk=gpu.pk).update(health="failed")
+    rig.mark("gpus")  # what the health action's event marks
+    assert rig.flush(1002.0)["rebuilt"] == ("gpus",)
+    delta = rig.frames(broadcast.fabric_group(rig.cluster_id, "gpus"))[-1]
+    assert delta["data"] == {"gpus": {str(gpu.pk): {"health": "failed"}}}
+
+
+def test_a_change_that_sent_no_event_is_sent_by_the_check_after_an_old_build(rig, polled_host, monkeypatch):
+    rig.mark("gpus")
+    rig.flush(1000.0)
+    gpu = GPU.objects.get(node=polled_host, index=2)
+    GPU.objects.filter(pk=gpu.pk).update(health="failed")  # bypasses the actions: no event, no new generation
+    gpu_poll(rig.cluster_id, polled_host.hostname, 2000.0, 55.0)
+    monkeypatch.setattr(broadcast, "FULL_BUILD_EVERY_S", 0.0)  # the kept build is old
+    broadcast._mark(rig.cluster_id, ("gpus",), load_only=True)
+    result = rig.flush(1002.0)
+    assert result["rebuilt"] == () and result["checked"] == ("gpus",)
+    load, health = rig.frames(broadcast.fabric_group(rig.cluster_id, "gpus"))[-2:]
+    assert load["data"] == {"gpus": {str(gpu.pk): {"util": 55.0}}}  # first, without waiting for the check
+    assert health["data"] == {"gpus": {str(gpu.pk): {"health": "failed"}}} and health["seq"] == load["seq"] + 1
+
+
+def test_an_alerts_change_makes_the_fabric_and_the_overview_build_again(rig):
+    rig.mark("overview", "fabric", "gpus")
+    rig.flush(1000.0)
+    broadcast._mark(rig.cluster_id, ("alerts",))
+    broadcast._mark(rig.cluster_id, ("overview", "fabric", "gpus"), load_only=True)
+    assert rig.flush(1002.0)["rebuilt"] == ("overview", "fabric", "alerts")
+
+
+def test_an_ingest_says_load_only_unless_it_raised_or_cleared_an_alert(site, polled_host, monkeypatch,
+                                                                      django_capture_on_commit_callbacks):  # fmt: skip
+    marked = []
+    monkeypatch.setattr(broadcast, "_mark", lambda cid, topics, load_only=False: marked.append((topics, load_only)))
+    with django_capture_on_commit_callbacks(execute=True):
+        gpu_poll(site.cluster.pk, polled_host.hostname, 2000.0, 40.0)
+    assert marked == [(("overview", "fabric", "gpus"), True)]
+    marked.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        gpu_poll(site.cluster.pk, polled_host.hostname, 2010.0, 40.0, xid=[79])
+    assert (("overview", "fabric", "gpus", "alerts"), False) in marked
+
+
+def test_a_load_only_mark_leaves_the_generation_and_others_move_it_and_their_dependents(site):
+    cid = site.cluster.pk
+    gens = lambda: {t: cache.get(broadcast.generation_key(cid, t)) for t in ("overview", "fabric", "alerts")}  # noqa: E731
+    before = gens()
+    broadcast._mark(cid, ("overview", "fabric"), load_only=True)
+    assert gens() == before
+    broadcast._mark(cid, ("alerts",))
+    after = gens()
+    assert all(after[t] != before[t] for t in ("overview", "fabric", "alerts"))

@@ -471,7 +471,7 @@ def test_acknowledge_from_the_page_script_gets_json_and_tells_the_other_pages(
     from dashboard import broadcast
 
     marked = []
-    monkeypatch.setattr(broadcast, "mark_dirty", lambda cluster_id, topics: marked.append((cluster_id, topics)))
+    monkeypatch.setattr(broadcast, "mark_dirty", lambda cluster_id, topics, **kw: marked.append((cluster_id, topics)))
     cluster, alert = busy["site"].cluster, busy["open_alert"]
     url = reverse("alert-acknowledge", args=[cluster.pk, alert.pk])
     with django_capture_on_commit_callbacks(execute=True):  # the action announces after its commit

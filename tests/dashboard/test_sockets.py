@@ -216,3 +216,26 @@ def _gpu_load_in(frame: dict) -> bool:
         return False
     gpus = frame["data"].get("gpus", {})
     return any(g.get("util") is not None for g in (gpus.values() if isinstance(gpus, dict) else gpus))
+
+
+async def test_a_push_reaches_the_socket_without_a_trip_to_the_database_thread(site, client, operator, monkeypatch):
+    """Channels closes old database connections (in the shared sync thread) before every handler; a push writes
+    frames only, so it goes straight to the socket."""
+    import channels.consumer
+    from channels.layers import get_channel_layer
+
+    ws = communicator(fabric_path(site.cluster.pk) + "?topics=alerts", await cookie_of(client, operator))
+    assert (await ws.connect())[0]
+    await receive_frames(ws)
+    trips = []
+    real = channels.consumer.aclose_old_connections
+    monkeypatch.setattr(channels.consumer, "aclose_old_connections", lambda: trips.append(1) or real())
+    frame = broadcast.wire({"type": "delta", "topic": "alerts", "seq": 10**6, "data": {"upsert": [], "remove": []}})
+    group = broadcast.fabric_group(site.cluster.pk, "alerts")
+    await get_channel_layer().group_send(group, {"type": broadcast.MESSAGE_TYPE, "frames": [frame]})
+    (got,) = await receive_frames(ws)
+    assert got["seq"] == 10**6 and trips == []
+    await ws.send_json_to({"type": "resync", "topics": ["alerts"]})  # any other message still takes the trip
+    await receive_frames(ws)
+    assert trips == [1]
+    await ws.disconnect()
