@@ -46,7 +46,7 @@ with (seen by wrapping broadcast._enqueue in this process) and the broadcast tas
 web server's and the worker's resident memory (/proc/<pid>/status VmRSS before and after the clients connected, VmHWM
 at the end) and CPU; the client processes' peak RSS and how late their event loops woke (time a frame waits in the
 client before it is timed); the machine's CPU split between the parts; the exceptions in the web server's log (during
-the run, and as the clients left) and the members the channel layer's groups still list once every client has left;
+the run, and as the clients left) and the web processes still subscribed to the groups once every client has left;
 and this process's peak RSS. A hard --timeout bounds the whole run; every subprocess is stopped on exit, Ctrl-C and
 the timeout included.
 """
@@ -712,8 +712,8 @@ def server_errors(text: str) -> str:
 
 
 def group_members(cluster_id: int) -> dict[str, int]:
-    """Members of the fabric socket's groups in the Redis channel layer (channels_redis keeps a group as a sorted
-    set `<prefix>:group:<name>`)."""
+    """Subscribers of the fabric socket's groups in the Redis pub/sub channel layer (a web process subscribes to a
+    group's channel `<prefix>__group__<name>` while one of its sockets is in the group): PUBSUB NUMSUB."""
     import redis
     from django.conf import settings
 
@@ -723,7 +723,8 @@ def group_members(cluster_id: int) -> dict[str, int]:
     prefix = settings.CHANNEL_LAYERS["default"].get("CONFIG", {}).get("prefix", "asgi")
     client = redis.Redis.from_url(settings.REDIS_URL)
     groups = [broadcast.fabric_group(cluster_id, t) for t in FABRIC_TOPICS]
-    return {g: client.zcard(f"{prefix}:group:{g}") for g in groups}
+    counts = dict(client.pubsub_numsub(*(f"{prefix}__group__{g}" for g in groups)))
+    return {g: int(counts.get(f"{prefix}__group__{g}".encode(), 0)) for g in groups}
 
 
 def task_runtimes(log_path: Path, offset: int) -> list[float]:
@@ -967,6 +968,10 @@ def run(args, mix: dict[str, float], folder: Path, services: list[Service]) -> i
     )
     time.sleep(1.0)
     rss_connected = {name: w.sample() for name, w in watched.items()}
+    try:
+        joined = group_members(cluster_id)
+    except Exception as exc:  # a figure, not worth the rest of the report
+        joined = {f"unreadable ({type(exc).__name__}: {exc})": 0}
 
     # Telemetry at 1 Hz
     first_measured = len(collected) + math.ceil(args.warmup / args.interval)
@@ -1069,7 +1074,8 @@ def run(args, mix: dict[str, float], folder: Path, services: list[Service]) -> i
         f"; as the clients left: {server_errors(log[web_log_at_stop:].decode(errors='replace'))}"
     )
     say(
-        f"channel layer groups 3 s after every client left (members still listed, 0 expected): "
+        f"channel layer groups, web processes subscribed: with the clients connected "
+        f"{', '.join(f'{g} {n}' for g, n in joined.items())}; 3 s after every client left (0 expected) "
         f"{', '.join(f'{g} {n}' for g, n in left.items())}"
     )
     load = os.getloadavg()

@@ -128,29 +128,23 @@ if REDIS_URL:
             "OPTIONS": {"socket_connect_timeout": REDIS_SOCKET_TIMEOUT_S, "socket_timeout": REDIS_SOCKET_TIMEOUT_S},
         }
     }
+    # Redis pub/sub (docs/deployment.md, "Live views"): a group's message is published once, and each web process
+    # with sockets in the group receives it once and hands it to them in memory. The list-based layer
+    # (channels_redis.core) stored a copy per socket and each web process popped them one Redis round trip at a time:
+    # at 1,000 sockets that fan-out was the largest part of the web processes' time (bench_push_load: p99 254-318 ms
+    # against 169-176 ms here). A socket that stops reading is dropped by its consumer (dashboard.consumers,
+    # SLOW_CLIENT_S), not buffered; one that misses frames (Redis restarting) sees the seq gap and resyncs.
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
             "CONFIG": {
-                # redis-py gives up reading after 5 s by default, the very time channels-redis blocks waiting for a
-                # message (BRPOP 5): on a quiet socket the read timed out first and killed the consumer (12-21 of
-                # 1,000 sockets per bench_push_load run). A pool that fails at once past its connections
-                # (100 by default) lost most group_discards when a thousand pages closed together.
                 "hosts": [
                     {
                         "address": REDIS_URL,
+                        "socket_connect_timeout": REDIS_SOCKET_TIMEOUT_S,
                         "socket_timeout": env.float("CHANNEL_REDIS_SOCKET_TIMEOUT_S", 15.0),
-                        "max_connections": env.int("CHANNEL_REDIS_MAX_CONNECTIONS", 2000),
                     }
                 ],
-                # A client that stops reading is dropped, not buffered: at most `capacity` messages wait for a
-                # socket (the broadcaster sends one a second per group), and a message unread after `expiry`
-                # seconds is gone; the page sees the seq gap and resyncs. A socket whose web process died leaves
-                # its groups after `group_expiry`; live sockets renew their membership every 10 minutes
-                # (dashboard.consumers). See docs/deployment.md "Live views".
-                "capacity": env.int("CHANNEL_CAPACITY", default=200),
-                "expiry": 10,
-                "group_expiry": 3600,
             },
         }
     }

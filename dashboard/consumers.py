@@ -11,8 +11,10 @@ Naming none means all of the socket's topics.
 
 Frames from the broadcaster arrive encoded once per group (`dashboard.push`: text, or binary for the fabric and GPU
 topics, `broadcast.wire`; a big one in parts, `broadcast.parts`) and go out as they are.
-Membership of a group is refreshed every GROUP_REFRESH_S, well inside channels-redis' `group_expiry`, so a page
-left open for a day still receives; a `resync` refreshes it too (a layer that lost its groups in a Redis restart).
+Membership of a group is refreshed every GROUP_REFRESH_S (and on `resync`), so a layer that lost it comes back.
+A client that stops reading is dropped, not buffered: once a push could not be written for SLOW_CLIENT_S (the
+server's write buffer for it full), the consumer leaves its groups and stops; the page reconnects with backoff and
+starts again from snapshots.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import logging
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from dashboard import broadcast
@@ -38,7 +41,9 @@ CLOSE_UNAUTHENTICATED = 4401
 CLOSE_FORBIDDEN = 4403
 CLOSE_NOT_FOUND = 4404
 CLOSE_SERVER_ERROR = 1011
+CLOSE_SLOW_CLIENT = 1008  # policy violation: it stopped reading
 GROUP_REFRESH_S = 600.0
+SLOW_CLIENT_S = 10.0  # a push not written within this long drops the socket (its frames would pile up here)
 
 
 class LiveConsumer(AsyncWebsocketConsumer):
@@ -100,7 +105,7 @@ class LiveConsumer(AsyncWebsocketConsumer):
         for group in set(getattr(self, "groups", {}).values()):
             try:
                 await self.channel_layer.group_discard(group, self.channel_name)
-            except Exception:  # the layer is down; its group expiry forgets us
+            except Exception:  # the layer is down: the membership goes with this process's subscription
                 log.debug("could not leave %s", group, exc_info=True)
 
     async def receive(self, text_data=None, bytes_data=None) -> None:
@@ -144,11 +149,19 @@ class LiveConsumer(AsyncWebsocketConsumer):
             await super().dispatch(message)
 
     async def dashboard_push(self, event) -> None:
-        for message in event["frames"]:  # text, or bytes for the compact topics (broadcast.wire)
-            if isinstance(message, bytes):
-                await self.send(bytes_data=message)
-            else:
-                await self.send(text_data=message)
+        try:
+            async with asyncio.timeout(SLOW_CLIENT_S):
+                for message in event["frames"]:  # text, or bytes for the compact topics (broadcast.wire)
+                    if isinstance(message, bytes):
+                        await self.send(bytes_data=message)
+                    else:
+                        await self.send(text_data=message)
+        except TimeoutError:
+            # Meanwhile every later push waits in this process's queue for the socket: leave, and let the page
+            # reconnect (backoff) and start from snapshots.
+            log.info("live socket of cluster %s: not read for %s s, dropped", self.cluster_id, SLOW_CLIENT_S)
+            await self.disconnect(CLOSE_SLOW_CLIENT)
+            raise StopConsumer() from None
 
     async def send_snapshots(self, topics) -> bool:
         # Read and encoded in a worker thread, not on the event loop the other sockets share (broadcast.wire took a

@@ -239,3 +239,28 @@ async def test_a_push_reaches_the_socket_without_a_trip_to_the_database_thread(s
     await receive_frames(ws)
     assert trips == [1]
     await ws.disconnect()
+
+
+async def test_a_client_that_stops_reading_is_dropped_not_buffered(site, client, operator, monkeypatch):
+    from channels.layers import get_channel_layer
+
+    from dashboard import consumers
+
+    ws = communicator(fabric_path(site.cluster.pk) + "?topics=alerts", await cookie_of(client, operator))
+    assert (await ws.connect())[0]
+    await receive_frames(ws)
+    stuck = asyncio.Event()
+
+    async def never_written(self, text_data=None, bytes_data=None, close=False):
+        stuck.set()
+        await asyncio.sleep(3600)  # the server's write buffer for this client stays full
+
+    monkeypatch.setattr(consumers, "SLOW_CLIENT_S", 0.05)
+    monkeypatch.setattr(consumers.LiveConsumer, "send", never_written)
+    layer = get_channel_layer()
+    group = broadcast.fabric_group(site.cluster.pk, "alerts")
+    frame = broadcast.wire({"type": "delta", "topic": "alerts", "seq": 1, "data": {"upsert": [], "remove": []}})
+    await layer.group_send(group, {"type": broadcast.MESSAGE_TYPE, "frames": [frame]})
+    await asyncio.wait_for(stuck.wait(), 1)
+    await asyncio.wait_for(ws.future, 1)  # the consumer stopped
+    assert not layer.groups.get(group)  # and left its group: later frames are not kept for it

@@ -3,6 +3,7 @@ a socket that asked for the overview only gets the overview's delta of it and no
 
 from __future__ import annotations
 
+import copy
 import uuid
 
 import pytest
@@ -10,6 +11,7 @@ from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings as django_settings
 
+from dashboard import broadcast
 from fabric.collectors.samples import GpuSample, NodeSample
 from fabric.ingest import ingest_samples
 from fabric.latest import forget_node
@@ -25,23 +27,14 @@ pytestmark = [
 
 @pytest.fixture
 def redis_layer(settings):
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {
-                "hosts": [settings.REDIS_URL],
-                "prefix": f"test-{uuid.uuid4().hex[:12]}",
-                "capacity": 200,
-                "expiry": 10,
-                "group_expiry": 3600,
-            },
-        }
-    }
+    layer = copy.deepcopy(django_settings.CHANNEL_LAYERS["default"])  # production's layer, as settings.py sets it
+    layer["CONFIG"]["prefix"] = f"test-{uuid.uuid4().hex[:12]}"
+    settings.CHANNEL_LAYERS = {"default": layer}
 
 
 async def test_an_xid_fault_arrives_as_an_alerts_delta(site, client, operator, redis_layer):
     layer = get_channel_layer()
-    assert type(layer).__name__ == "RedisChannelLayer"
+    assert type(layer).__name__ == "RedisPubSubChannelLayer"
     cookie = await sync_to_async(session_cookie)(client, operator)
     ws = communicator(f"/ws/clusters/{site.cluster.pk}/fabric/", cookie)
     assert (await ws.connect())[0]
@@ -97,3 +90,33 @@ async def test_an_overview_socket_gets_the_faults_overview_delta_and_nothing_els
     assert frames and {(f["type"], f["topic"]) for f in frames} == {("delta", "overview")}
     assert [f["seq"] for f in frames] == list(range(snapshot["seq"] + 1, snapshot["seq"] + 1 + len(frames)))
     assert frames[-1]["data"]["gpus"]["unhealthy"] == 1 and frames[-1]["data"]["alerts"]["critical"] == 1
+
+
+async def test_a_socket_keeps_receiving_after_redis_dropped_the_layers_connections(site, client, operator, redis_layer):
+    """Redis restarting (here: this process's subscriber connection killed): the web process subscribes again and the
+    open socket gets the next frame without reconnecting."""
+    import redis.asyncio
+
+    layer = get_channel_layer()
+    cookie = await sync_to_async(session_cookie)(client, operator)
+    ws = communicator(f"/ws/clusters/{site.cluster.pk}/fabric/?topics=alerts", cookie)
+    assert (await ws.connect())[0]
+    await receive_frames(ws)
+    admin = redis.asyncio.Redis.from_url(django_settings.REDIS_URL)
+    try:
+        shard = layer._get_layer()._shards[0]  # the connection this process subscribes on (channels-redis internals)
+        host, port = shard._pubsub.connection._writer.get_extra_info("sockname")[:2]
+        assert await admin.execute_command("CLIENT", "KILL", "ADDR", f"{host}:{port}")
+        group = broadcast.fabric_group(site.cluster.pk, "alerts")
+        frame = broadcast.wire({"type": "delta", "topic": "alerts", "seq": 7, "data": {"upsert": [], "remove": []}})
+        got = []
+        for _ in range(40):  # published every 0.1 s until the subscription is back (it retries after 1 s)
+            await layer.group_send(group, {"type": broadcast.MESSAGE_TYPE, "frames": [frame]})
+            got = await receive_frames(ws, timeout=0.1)
+            if got:
+                break
+    finally:
+        await admin.aclose()
+        await ws.disconnect()
+        await layer.flush()
+    assert got and got[0]["seq"] == 7
