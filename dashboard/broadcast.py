@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
+from operator import itemgetter
 from typing import Any
 
 from asgiref.sync import async_to_sync
@@ -455,12 +456,21 @@ def _width(top: int) -> tuple[str, str, int] | None:
 def _ints(values: list) -> tuple[list[int | None], int] | None:
     """The values as integers and their scale, or None when they are not all numbers of at most 2 decimals."""
     numbers = [v for v in values if v is not None]
-    if not numbers or any(type(v) not in (int, float) for v in numbers):
+    if not numbers:
+        return None
+    types = set(map(type, numbers))
+    if types == {int}:  # ids, indexes, counts: nothing to scale
+        return list(values), 1
+    if not types <= {int, float}:
         return None
     for scale in _SCALES:
         scaled = [v * scale for v in numbers]
-        if all(abs(x - round(x)) < 1e-6 for x in scaled):
-            return [None if v is None else round(v * scale) for v in values], scale
+        rounded = list(map(round, scaled))
+        if all(abs(x - r) < 1e-6 for x, r in zip(scaled, rounded, strict=True)):
+            if len(numbers) == len(values):
+                return rounded, scale
+            it = iter(rounded)
+            return [None if v is None else next(it) for v in values], scale
     return None
 
 
@@ -491,8 +501,14 @@ def _int_column(ints: list[int | None], scale: int) -> tuple[dict, bytes] | None
 
 
 def _table_column(values: list) -> tuple[dict, bytes]:
+    if all(type(v) is str for v in values):  # names and states, the usual case: each string is its own key
+        seen: dict[str, int] = {}
+        raw = [seen.setdefault(v, len(seen)) for v in values]
+        name, code, _ = _width(max(len(seen) - 1, 0))
+        return {"t": name, "e": "table", "v": list(seen)}, struct.pack(f"<{len(raw)}{code}", *raw)
     table: list = []
     index: dict[Any, int] = {}
+    by_text: dict[str, str] = {}
     raw = []
     absent = None
     for v in values:
@@ -505,7 +521,13 @@ def _table_column(values: list) -> tuple[dict, bytes]:
         t = type(v)
         # A plain value is its own key (tagged with its type: 1, 1.0 and True stay three entries, as their JSON);
         # only lists and objects are keyed by their JSON, which cost most of a 2,000-server snapshot's encoding.
-        key = (t, v) if t is str or t is int or t is float or t is bool or v is None else _json_key(v)
+        if t is str or t is int or t is float or t is bool or v is None:
+            key = (t, v)
+        else:  # the GPUs of one job share a job list: its JSON is worked out once per distinct text
+            text = repr(v)
+            key = by_text.get(text)
+            if key is None:
+                key = by_text[text] = _json_key(v)
         i = index.get(key)
         if i is None:
             i = index[key] = len(table)
@@ -545,14 +567,12 @@ def _is_byid(value: Any) -> bool:
 
 def columns(items: list[dict]) -> tuple[dict, list[bytes]]:
     """A list of items as a table: its spec (offsets from 0, each column padded to 4 bytes) and the column bytes."""
-    keys: list[str] = []
-    for item in items:
-        for k in item:
-            if k not in keys:
-                keys.append(k)
+    keys = dict.fromkeys(itertools.chain.from_iterable(items))  # every key, in the order first seen
+    every = all(len(item) == len(keys) for item in items)  # each item has each key (the usual case)
     specs, bodies, offset = [], [], 0
     for key in keys:
-        spec, body = _column(key, [item.get(key, _ABSENT) for item in items])
+        values = list(map(itemgetter(key), items)) if every else [item.get(key, _ABSENT) for item in items]
+        spec, body = _column(key, values)
         body += b"\0" * (-len(body) % 4)
         specs.append({**spec, "o": offset})
         bodies.append(body)

@@ -142,3 +142,16 @@ def test_a_frame_of_the_fabric_in_parts_decodes_as_the_frame(monkeypatch) -> Non
     whole = [m for p in parts.parts(broadcast.wire(FRAME)) if (m := joiner.feed(p)) is not None]
 
     assert [broadcast.decode(m) for m in whole] == [FRAME]
+
+
+def test_a_column_of_strings_is_a_table_in_first_seen_order() -> None:
+    spec, body = broadcast._table_column(["gpu0002", "gpu0001", "gpu0002", "gpu0003"])
+    assert spec == {"t": "u8", "e": "table", "v": ["gpu0002", "gpu0001", "gpu0003"]}
+    assert list(body) == [0, 1, 0, 2]
+
+
+def test_integers_keep_their_nones_and_decimals_their_scale() -> None:
+    assert broadcast._ints([3, None, 5]) == ([3, None, 5], 1)
+    assert broadcast._ints([1.5, None, 2.25]) == ([150, None, 225], 100)
+    assert broadcast._ints([0.001, 1.0]) is None  # three decimals: not an integer column
+    assert broadcast._ints([True, False]) is None
