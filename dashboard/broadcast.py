@@ -11,6 +11,10 @@ only never receives the fabric's or the GPUs' frames), `queue.<id>`, and `queue.
 whose own jobs changed, filtered to them. Never one message per client: Channels fans a group out, and the frames go
 encoded once.
 
+A mark of load alone (an ingest that raised or cleared nothing: `load_only`) lets the task put the latest load into
+the states this worker process built last (`_current`, selectors.with_load) instead of building them again; every other
+mark bumps its topics' generation, which makes the next broadcast build them. Topics are diffed and sent one by one.
+
 Sockets start from the same baseline (`snapshot_frames`), so a snapshot plus the deltas that follow it always add
 up to what the broadcaster sent. A baseline missing (first use, an emptied cache) is built and stored, and the
 next broadcast of that topic sends a full `snapshot` to the group instead of a delta; so does a change of shape

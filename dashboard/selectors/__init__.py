@@ -80,7 +80,7 @@ def build(cluster_id: int, topics: Iterable[str], *, trend: list[dict] | None = 
     c = _Cluster(cluster_id)
     if c.row is None:
         return None
-    return _build(c, topics, trend, None)
+    return _build(c, topics, trend)[0]
 
 
 def build_mapped(
@@ -90,27 +90,26 @@ def build_mapped(
     c = _Cluster(cluster_id)
     if c.row is None:
         return None
-    where: dict[str, Any] = {}
-    out = _build(c, topics, trend, where)
+    out, where = _build(c, topics, trend)
     return out, LoadMap(tuple(c.hostnames), where)
 
 
-def _build(c: _Cluster, topics: Iterable[str], trend: list[dict] | None, where: dict[str, Any] | None) -> dict:
+def _build(c: _Cluster, topics: Iterable[str], trend: list[dict] | None) -> tuple[dict, dict[str, Any]]:
+    """The states, and where the load goes in those of LOAD_TOPICS (the builders work it out anyway)."""
     out: dict[str, dict] = {}
+    where: dict[str, Any] = {}
     for topic in topics:
         if topic == "overview":
-            out[topic] = overview(c, trend)
-            if where is not None:
-                where[topic] = None
-        elif where is not None and topic == "fabric":
+            out[topic], where[topic] = overview(c, trend), None
+        elif topic == "fabric":
             out[topic], where[topic] = fabric_and_load(c)
-        elif where is not None and topic == "gpus":
+        elif topic == "gpus":
             out[topic], where[topic] = gpus_and_load(c)
         elif topic in BUILDERS:
             out[topic] = BUILDERS[topic](c)
         else:
             raise ValueError(f"unknown topic {topic!r}; known: {', '.join(TOPICS)}")
-    return out
+    return out, where
 
 
 def with_load(cluster_id: int, states: dict[str, dict], load_map: LoadMap) -> Iterator[tuple[str, dict]]:
