@@ -78,7 +78,16 @@ def need_equiv(ctx: JobCtx) -> float:
     return float(n)
 
 
+class _Forgetful(dict):
+    """A memo of turns that remembers nothing: every job takes its turn (tests compare the two)."""
+
+    def get(self, key, default=None):
+        return default
+
+
 class _Round:
+    remember_turns = True  # False: no turn stands for another (tests check that the decisions are the same)
+
     def __init__(self, snapshot: Snapshot, policy: QueuePolicy | None) -> None:
         self.snap = snapshot
         self.cfg = snapshot.config
@@ -295,12 +304,15 @@ class _Round:
             """The round may still try a preemption."""
             return counters["preemption_attempts"] < max_attempts and counters["victims"] < max_victims
 
-        def process(job: JobRequest, cacheable: bool) -> None:
+        def process(job: JobRequest, cacheable: bool, key: tuple) -> tuple[str, str | None] | None:
             """One job's turn. `cacheable`: its outcome may stand for its equivalence class (False for a
-            job kept off some GPUs, which fails where its class would not)."""
+            job kept off some GPUs, which fails where its class would not); `key`: its feasibility key.
+
+            Returns (its reason, the counter it added one to) when its turn changed nothing but its own
+            reason and that counter: no search, preemption try, reservation or blocker. Until a later turn
+            changes something, a job alike in everything the turn read (`turn_sig`) ends the same."""
             jid = job.id
             note: float | None = None  # seconds until a victim it needs has run its minimum time
-            key = _FEAS(job)
             entry = ctx_cache.get(key)
             if entry is None:
                 c, e = placer.context(job)
@@ -308,13 +320,13 @@ class _Round:
                 ctx_cost[key] = _COST(job)
             ctx = entry[0]
             if ctx is None:
-                reasons_out[jid] = entry[1] or "invalid request"
+                reason = reasons_out[jid] = entry[1] or "invalid request"
                 counters["invalid"] += 1
-                return
+                return reason, "invalid"
             pool = job.pool
             if not backfill and pool in pool_blocker:
-                reasons_out[jid] = reasons.behind(pool_blocker[pool])
-                return
+                reason = reasons_out[jid] = reasons.behind(pool_blocker[pool])
+                return reason, None
             verdict = check_quota(job, entry[2])
             if not verdict.ok:
                 reasons_out[jid] = verdict.reason
@@ -322,24 +334,25 @@ class _Round:
                 # Its tenant's own longer jobs may give way to it (least attained service), while the round's
                 # preemption budget lasts (checked first: once it is spent, most of a long queue comes this way).
                 if svc is None or not preempt_budget():
-                    return
+                    return verdict.reason, "quota_blocked"
                 p0 = job.priority
                 prio0 = p0 if p0 <= maxp.get(job.tenant, big) else maxp.get(job.tenant, big)
                 floor0 = service_floor(job, prio0)
-                if floor0 is not None:
-                    counters["preemption_attempts"] += 1
-                    res_list0 = pool_res.get(pool)
-                    avoid0 = {g for r in res_list0 for g in r.gpu_ids} if res_list0 else frozenset()
-                    msg = self._preempt(job, ctx, verdict, prio0, avoid0, floor0, entry[2])
-                    if msg is not None:
-                        reasons_out[jid] = msg
-                        if not backfill:
-                            pool_blocker.setdefault(pool, jid)
-                        return
-                    note0 = self._min_run_wait.pop(jid, None)
-                    if note0 is not None:
-                        reasons_out[jid] = reasons.min_run_wait(verdict.reason or "", note0)
-                return
+                if floor0 is None:
+                    return verdict.reason, "quota_blocked"
+                counters["preemption_attempts"] += 1
+                res_list0 = pool_res.get(pool)
+                avoid0 = {g for r in res_list0 for g in r.gpu_ids} if res_list0 else frozenset()
+                msg = self._preempt(job, ctx, verdict, prio0, avoid0, floor0, entry[2])
+                if msg is not None:
+                    reasons_out[jid] = msg
+                    if not backfill:
+                        pool_blocker.setdefault(pool, jid)
+                    return None
+                note0 = self._min_run_wait.pop(jid, None)
+                if note0 is not None:
+                    reasons_out[jid] = reasons.min_run_wait(verdict.reason or "", note0)
+                return None
             res_list = pool_res.get(pool)
             if res_list:
                 est = job.est_runtime_s
@@ -349,7 +362,8 @@ class _Round:
                 short = False
                 fkey = key
             reason = fail_cache.get(fkey)
-            if reason is not None:
+            trivial = reason is not None  # no search: the turn may still try a preemption or a reservation
+            if trivial:
                 counters["class_skips"] += 1
             else:
                 counters["searches"] += 1
@@ -369,7 +383,7 @@ class _Round:
                         r.rehold(placer)
                     if cand is not None:
                         counters["placed_backfill_window"] += 1
-                        return
+                        return None
                 if cand is not None and cand.level >= LEVEL_POD_GROUP and cfg.leaf_wait and not ctx.require:
                     waited = self._leaf_wait(job, ctx, cand, leaf_waits, multi_waiting.get(pool, 0))
                     if waited is not None:
@@ -379,10 +393,10 @@ class _Round:
                             res_start[pool] = min(r.start_at for r in pool_res[pool])
                             leaf_held.add(jid)
                         reasons_out[jid] = why
-                        return
+                        return None
                 if cand is not None:
                     self._place(job, ctx, cand, verdict)
-                    return
+                    return None
                 reason = placer.fail_reason(ctx)
                 if res_list and not short:
                     blocking = self._reservation_blocks(ctx, res_list)
@@ -405,6 +419,7 @@ class _Round:
                     may_preempt = True
             if may_preempt:
                 if stopping_before and (key,) not in stopping_checked:
+                    trivial = False
                     stopping_checked.add((key,))
                     counters["preemption_attempts"] += 1
                     cand = self._fits_after_stopping(ctx, stopping_before)
@@ -414,9 +429,10 @@ class _Round:
                         reasons_out[jid] = reasons.waiting_for_stopping(reason)
                         if not backfill:
                             pool_blocker.setdefault(pool, jid)
-                        return
+                        return None
                 pkey = (key, prio, verdict.in_quota, job.tenant, floor)
                 if pkey not in preempt_fail:
+                    trivial = False
                     counters["preemption_attempts"] += 1
                     # A job that may not delay the pool's reservations may not take their planned GPUs either,
                     # except a reclaim within quota from a reservation that would start on borrowed GPUs.
@@ -430,7 +446,7 @@ class _Round:
                         reasons_out[jid] = msg
                         if not backfill:
                             pool_blocker.setdefault(pool, jid)
-                        return
+                        return None
                     note = self._min_run_wait.pop(jid, None)
                     if cacheable:
                         preempt_fail.add(pkey)
@@ -447,6 +463,7 @@ class _Round:
                     and not reason.startswith("waiting for reserved")
                     and sum(1 for r in lst if r.job_id not in leaf_held) < cfg.reservations_per_pool
                 ):
+                    trivial = False
                     res_tried[pool] = tried + 1
                     res_tried_keys.add(key)
                     planned = plan_reservation(placer, ctx, self.started)
@@ -460,9 +477,11 @@ class _Round:
                         dec.reservations.append(Reservation(jid, start_at, held.gpu_ids, held.nodes))
                         counters["reservations"] += 1
                         reason = reasons.reserved(reason, start_at - now)
-            else:
-                pool_blocker.setdefault(pool, jid)
-            reasons_out[jid] = reason if note is None else reasons.min_run_wait(reason, note)
+            elif pool not in pool_blocker:
+                trivial = False
+                pool_blocker[pool] = jid
+            reason = reasons_out[jid] = reason if note is None else reasons.min_run_wait(reason, note)
+            return (reason, "class_skips") if trivial else None
 
         # No thrashing (docs/scheduler.md): the beneficiaries of earlier preemptions have first call on the
         # GPUs freed for them, and nobody else takes those while they wait for victims still stopping.
@@ -483,17 +502,46 @@ class _Round:
             if outcome == "waiting":  # nobody else waits for (or reserves) the GPUs still being freed for it
                 blocked[jid] = block_gpus(st, claims[jid])
         started = self.started
+        # Turns that changed nothing, by what they read: most of a long queue waits behind a full cluster, and
+        # a job alike in all of it to one of them gets its reason and counter without the turn. Any turn
+        # that changed something (a search, a placement, a try) clears it.
+        ended: dict[tuple, tuple[str, str | None]] = {} if self.remember_turns else _Forgetful()
         for job in ordered:
             jid = job.id
             if jid in early:
                 continue
+            key = _FEAS(job)
             off = kept_off.get(jid)
             if off is not None and off[0] not in started:  # a victim, while its beneficiary waits
                 blocks = block_gpus(st, off[1])
-                process(job, False)
+                if process(job, False, key) is None:
+                    ended.clear()
                 unblock_gpus(st, blocks)
+                continue
+            pool = job.pool
+            if pool in res_start:
+                est = job.est_runtime_s
+                short = est is not None and now + est <= res_start[pool]
             else:
-                process(job, True)
+                short = False
+            if svc is None:
+                level = None
+            elif own_keys is not None:
+                level = own_keys[jid][0]
+            else:
+                level = 0 if svc.starving(job, now) else svc.level(job)
+            sig = (key, job.tenant, job.preemptible, job.priority, short, level)
+            hit = ended.get(sig)
+            if hit is not None:
+                reasons_out[jid] = hit[0]
+                if hit[1] is not None:
+                    counters[hit[1]] += 1
+                continue
+            out = process(job, True, key)
+            if out is None:
+                ended.clear()
+            else:
+                ended[sig] = out
         self._claim_blocks = [b for bl in blocked.values() for b in bl]
 
     def _claims(

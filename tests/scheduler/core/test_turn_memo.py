@@ -1,0 +1,135 @@
+"""The placement loop's memo of turns that changed nothing (engine._Round.remember_turns): a job alike to an
+earlier one in all its turn reads gets that one's reason without a turn. It must never change a decision."""
+
+from dataclasses import replace
+
+import pytest
+
+from scheduler.core import build_topology, schedule
+from scheduler.core.engine import _Round
+from scheduler.core.synthetic import next_round, synthetic_snapshot
+from scheduler.core.types import Config
+from tests.scheduler.core.builders import config, two_leaves
+
+
+def _everything(d):
+    stats = {k: v for k, v in d.stats.items() if k != "ms"}
+    return (
+        d.placements,
+        d.pending_reasons,
+        d.queue_order,
+        d.preemptions,
+        d.migrations,
+        d.reservations,
+        d.requeues,
+        d.failures,
+        stats,
+    )
+
+
+def _without_memo(snap, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setattr(_Round, "remember_turns", False)
+        return schedule(snap)
+
+
+CONFIGS = {
+    "default": Config(),
+    "no backfill": Config(backfill=False),
+    "no service order": Config(service_order=False, service_preemption=False),
+    "many preemption tries": Config(max_preemption_attempts=200, reservations_per_pool=3),
+}
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_churn_rounds_decide_the_same_with_and_without_the_memo(name, monkeypatch):
+    # A filled cluster, then churn rounds (5 % of the running jobs end, as many arrive): every placement, reason,
+    # reservation, preemption and counter is the same whether alike jobs take their turn or not.
+    snap = synthetic_snapshot(gpus=1024, pending=4000, seed=13)
+    snap = replace(snap, topology=build_topology(snap.fabric), config=CONFIGS[name])
+    dec = schedule(snap)
+    assert _everything(dec) == _everything(_without_memo(snap, monkeypatch))
+    for i in range(3):
+        snap = next_round(snap, dec, 0.05, seed=i)
+        dec = schedule(snap)
+        assert _everything(dec) == _everything(_without_memo(snap, monkeypatch))
+
+
+def test_jobs_alike_but_for_their_tenant_get_each_their_tenants_reason():
+    # Tenant a's quota is spent (8 guaranteed, no borrowing, 8 running); b has room but the cluster is full.
+    # The queue alternates a, b: a's jobs are refused by quota, b's wait for GPUs; each keeps its own reason.
+    b = two_leaves()
+    b.pool(1, "train")
+    b.tenant("a", {1: (8, 0)})
+    b.tenant("b", {1: (64, 0)})
+    b.run(20, {"n1": list(range(8))}, tenant="a")
+    b.run(21, {h: list(range(8)) for h in ("n2", "n3", "n4")}, tenant="b")
+    for j in range(1, 41):
+        b.job(j, gpus=8, tenant="a" if j % 2 else "b")
+    d = schedule(b.snapshot(config(service_preemption=False)))
+    a_reasons = {d.pending_reasons[j] for j in range(1, 41, 2)}
+    b_reasons = {d.pending_reasons[j] for j in range(2, 41, 2)} - {d.pending_reasons[2]}
+    assert len(a_reasons) == 1 and a_reasons.pop().startswith("tenant quota")
+    assert len(b_reasons) == 1 and not b_reasons.pop().startswith("tenant quota")
+    assert d.stats["quota_blocked"] == 20
+
+
+def _full(b, **kw):
+    """n1-n4 (32 GPUs) all held by four running jobs 20-23."""
+    for i, h in enumerate(("n1", "n2", "n3", "n4")):
+        b.run(20 + i, {h: list(range(8))}, **kw)
+
+
+def test_a_short_job_backfills_where_an_alike_long_one_could_not():
+    # n4 has 4 GPUs free; job 23 holds its other 4 and ends in 1,000 s. Job 1 (8 GPUs) is first in line and
+    # reserves n4 from then. Jobs 2-5 (1 GPU each, alike but for their estimates) come next: jobs 2, 3 and 5 would
+    # run 5,000 s, past the reservation, so they wait; job 4 runs 100 s, ends before it, and backfills onto n4.
+    b = two_leaves()
+    b.pool(1, "train")
+    for i, h in enumerate(("n1", "n2", "n3")):
+        b.run(20 + i, {h: list(range(8))}, est_runtime_s=100_000.0)
+    b.run(23, {"n4": [0, 1, 2, 3]}, est_runtime_s=1_600.0)  # started 600 s ago
+    b.job(1, gpus=8, est_runtime_s=3_600.0)
+    b.job(2, gpus=1, est_runtime_s=5_000.0)
+    b.job(3, gpus=1, est_runtime_s=5_000.0)
+    b.job(4, gpus=1, est_runtime_s=100.0)
+    b.job(5, gpus=1, est_runtime_s=5_000.0)
+    d = schedule(b.snapshot(config(service_order=False, service_preemption=False)))
+    assert [p.job_id for p in d.placements] == [4]
+    assert d.placements[0].nodes == ("n4",)
+    assert d.pending_reasons[2] == d.pending_reasons[3] == d.pending_reasons[5]
+
+
+def test_a_higher_priority_job_preempts_after_alike_lower_ones_could_not():
+    # First in line (FIFO) three jobs of priority 10, like every running job: they may not preempt and wait. Job 4,
+    # alike but of priority 50, preempts one of them.
+    from scheduler.core.policies import FifoPolicy
+
+    b = two_leaves()
+    b.pool(1, "train")
+    _full(b, priority=10)
+    b.job(1, gpus=8, priority=10)
+    b.job(2, gpus=8, priority=10)
+    b.job(3, gpus=8, priority=10)
+    b.job(4, gpus=8, priority=50)
+    d = schedule(b.snapshot(config(service_preemption=False)), FifoPolicy())
+    assert {p.for_job for p in d.preemptions} == {4}
+    assert len(d.preemptions) == 1
+
+
+def test_a_job_with_less_service_preempts_after_alike_ones_with_more_could_not():
+    # Every running job has had 100,000 GPU-seconds (service level 2). Jobs 1-3 have had as much: a job of
+    # their own level does not give way to them. Job 4, alike but new (level 0), takes one job's GPUs (least
+    # attained service: it ran 12,500 s, far more than twice its checkpoint and restart, 2 x 90 s).
+    from scheduler.core.policies import FifoPolicy
+
+    b = two_leaves()
+    b.pool(1, "train")
+    _full(b, attained_gpu_s=100_000.0)
+    b.job(1, gpus=8, attained_gpu_s=100_000.0)
+    b.job(2, gpus=8, attained_gpu_s=100_000.0)
+    b.job(3, gpus=8, attained_gpu_s=100_000.0)
+    b.job(4, gpus=8)
+    d = schedule(b.snapshot(config()), FifoPolicy())
+    assert {p.for_job for p in d.preemptions} == {4}
+    assert len(d.preemptions) == 1
