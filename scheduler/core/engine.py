@@ -137,12 +137,21 @@ class _Round:
             running_gpus[req.tenant] = running_gpus.get(req.tenant, 0.0) + eq
         t = self._lap("failures", t)
 
-        seen: set[int] = set()
-        pending: list[JobRequest] = []
-        for job in [*snap.pending, *requeued]:
+        # The jobs waiting this round, each once (a requeued job may be listed as pending too).
+        seen = {j.id for j in snap.pending}
+        if len(seen) == len(snap.pending):
+            pending = list(snap.pending)
+        else:
+            seen, pending = set(), []
+            for job in snap.pending:
+                if job.id not in seen:
+                    seen.add(job.id)
+                    pending.append(job)
+        for job in requeued:
             if job.id not in seen:
                 seen.add(job.id)
                 pending.append(job)
+        self.waiting_ids = seen
         cfg = self.cfg
         self.service = (
             ServiceRank(cfg.service_quantum_gpu_s, cfg.service_base, cfg.service_levels, cfg.service_aging_s)
@@ -164,7 +173,7 @@ class _Round:
 
         placed_ids = {p.job_id for p in self.dec.placements}
         # A job preempted for one still waiting is not moved back onto the GPUs freed for it either.
-        waiting = {j.id for j in ordered} - placed_ids
+        waiting = self.waiting_ids - placed_ids
         kept_off = {
             jid: rj.request.preempted_gpus
             for jid, rj in st.running.items()
@@ -489,10 +498,8 @@ class _Round:
         blocked = {b: block_gpus(st, gids) for b, gids in claims.items()}
         counters["claims"] = len(claims)
         early: set[int] = set()  # claimants whose turn this was
-        for job in ordered:
+        for job in [j for j in ordered if j.id in claims] if claims else ():
             jid = job.id
-            if jid not in claims:
-                continue
             unblock_gpus(st, blocked.pop(jid))
             outcome = self._claimant(job, waits.get(jid, ()), stopping_before)
             if outcome is None:  # all its victims are gone and it still cannot start: the GPUs are nobody's
@@ -554,13 +561,13 @@ class _Round:
         * kept_off: waiting victim -> (its beneficiary, the GPUs it may not take while that one waits)."""
         st, cfg = self.state, self.cfg
         now = st.now
-        waiting = {j.id for j in ordered}
+        waiting = self.waiting_ids
         claims: dict[int, set[int]] = {}
         waits: dict[int, list[int]] = {}
         kept_off: dict[int, tuple[int, tuple[int, ...]]] = {}
-        for j in ordered:
+        for j in [j for j in ordered if j.preempted_for is not None]:
             b = j.preempted_for
-            if b is None or b == j.id or b not in waiting or not j.preempted_gpus:
+            if b == j.id or b not in waiting or not j.preempted_gpus:
                 continue
             kept_off[j.id] = (b, j.preempted_gpus)
             if j.preempted_at is not None and now - j.preempted_at <= cfg.preemption_claim_s:
