@@ -10,7 +10,8 @@ breakdown of the median round. Target: p99 <= 1 s at 10,000 GPUs / 50,000 pendin
 
 With --churn F the timed rounds are production's steady state instead: an untimed round fills the cluster, then
 before each timed round the previous one's decisions run and F of the running jobs end while as many jobs arrive
-(`synthetic.next_round`); issue 16's goal for those is p99 <= 0.1 s.
+(`synthetic.next_round`); issue 16's goal for those is p99 <= 0.1 s. The rounds keep a carry between them
+(scheduler.core.carry), as the worker does per cluster; --no-carry times them without one.
 
 With --growth-from GPUS,PENDING it times that size first, then the asked one, and prints the ratio of the two p50s
 beside the ratio of the work (GPUs + jobs waiting): issue 16's growth check, e.g.
@@ -29,6 +30,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from scheduler.core.carry import RoundCarry
 from scheduler.core.engine import schedule
 from scheduler.core.synthetic import next_round, synthetic_snapshot
 from scheduler.core.topology import build_topology
@@ -63,6 +65,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="GPUS,PENDING",
         help="growth (issue 16): time this size first (the same rounds), then the asked one, and print the ratio "
         "of their p50 beside the ratio of the work (GPUs + jobs waiting)",
+    )
+    ap.add_argument(
+        "--no-carry",
+        action="store_true",
+        help="no carry between rounds: every round works out each waiting job's sort key, line and turn afresh",
     )
     args = ap.parse_args(argv)
     if args.rounds < 1:
@@ -111,9 +118,11 @@ def run(args, gpus: int, pending: int) -> float:
     times: list[float] = []
     cpu: list[float] = []
     rounds = []
+    carry = None if args.no_carry else RoundCarry()
+    print("carry between rounds: " + ("no" if carry is None else "yes"))
     if args.churn > 0:
         t0 = time.perf_counter()
-        dec = schedule(snap)
+        dec = schedule(snap, carry=carry)
         print(
             f"round 0 (fills the cluster, not timed below): {(time.perf_counter() - t0) * 1000:.1f} ms, "
             f"{len(dec.placements)} placements"
@@ -123,7 +132,7 @@ def run(args, gpus: int, pending: int) -> float:
             snap = next_round(snap, dec, args.churn, seed=args.seed + i)
         t0 = time.perf_counter()
         c0 = time.process_time()
-        dec = schedule(snap)
+        dec = schedule(snap, carry=carry)
         dt = time.perf_counter() - t0
         cpu.append(time.process_time() - c0)
         times.append(dt)

@@ -14,10 +14,16 @@ from scheduler.actions import rounds as round_actions
 from scheduler.actions.errors import RoundBusy
 from scheduler.actions.locking import atomic_retry
 from scheduler.core import schedule
+from scheduler.core.carry import RoundCarry
 from scheduler.models import SchedulingRound
 from scheduler.snapshot_from_db import build_snapshot
 
 __all__ = ["RoundBusy", "run_round"]
+
+# Per cluster: what the engine worked out per waiting job in this process's earlier rounds (scheduler.core.carry).
+# It is keyed on the snapshot's job objects, which the adapter keeps while their rows are unchanged, so it is right
+# whatever happened in between (another worker's rounds, a round rolled back); a round decides the same without it.
+_CARRIES: dict[int, RoundCarry] = {}
 
 
 def run_round(cluster_id: int, trigger: str = "manual") -> SchedulingRound:
@@ -43,7 +49,7 @@ def _round(cluster_id: int, trigger: str) -> SchedulingRound:
     round_actions.lock_cluster(cluster_id)
     snapshot, index = build_snapshot(cluster_id)
     t1 = time.perf_counter()
-    decisions = schedule(snapshot)
+    decisions = schedule(snapshot, carry=_CARRIES.setdefault(cluster_id, RoundCarry()))
     engine_ms = (time.perf_counter() - t1) * 1000
     record = round_actions.open_round(
         cluster_id,

@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import gc
 import time
+from collections import Counter
 from operator import attrgetter
 
 from scheduler.core import reasons
 from scheduler.core.backfill import HeldReservation, hold_reservation, plan_reservation
+from scheduler.core.carry import RoundCarry
 from scheduler.core.failures import broken_jobs
 from scheduler.core.migration import plan_migrations
 from scheduler.core.placement import JobCtx, Placer
@@ -34,7 +36,14 @@ from scheduler.core.policies import (
     ServiceRank,
     effective_priority,
 )
-from scheduler.core.preemption import VictimIndex, block_gpus, plan_preemption, unblock_gpus, victim_index
+from scheduler.core.preemption import (
+    VictimIndex,
+    block_gpus,
+    plan_preemption,
+    unblock_gpus,
+    victim_index,
+    victims_by_node,
+)
 from scheduler.core.quotas import QuotaBook, QuotaVerdict
 from scheduler.core.state import ClusterState
 from scheduler.core.topology import LEVEL_POD_GROUP, build_topology
@@ -42,6 +51,7 @@ from scheduler.core.types import Decisions, JobRequest, Preemption, Reservation,
 
 DEFAULT_POLICY = PriorityFairSharePolicy()
 _RESERVATION_TRIES = 4  # reservation plans per pool and round (each walks the pool's running jobs)
+_MAX_TURN_SIGNATURES = 1 << 16  # a carry's table of turn signatures starts again beyond this many
 
 
 # Jobs with equal keys are interchangeable for placement: the equivalence class. The first fields
@@ -88,12 +98,15 @@ class _Forgetful(dict):
 class _Round:
     remember_turns = True  # False: no turn stands for another (tests check that the decisions are the same)
 
-    def __init__(self, snapshot: Snapshot, policy: QueuePolicy | None) -> None:
+    def __init__(self, snapshot: Snapshot, policy: QueuePolicy | None, carry: RoundCarry | None = None) -> None:
         self.snap = snapshot
+        self.carry = carry
         self.cfg = snapshot.config
         self.policy = policy or DEFAULT_POLICY
         self.dec = Decisions()
         self._victims: VictimIndex | None = None
+        # Victims per node by what decides who may be one (see _preempt): jobs of many shapes try alike.
+        self._by_node: dict[tuple, tuple[dict, dict[int, float]]] = {}
         self.started: dict[int, tuple[float, list]] = {}  # placed this round: job id -> (expected end, shares)
         self.ms: dict[str, float] = {}
         self.counters: dict[str, int] = {
@@ -158,10 +171,28 @@ class _Round:
             if cfg.service_order
             else None
         )
+        # The jobs whose per-job values are worked out this round: all of them, or with a carry the new ones.
+        carry = self.carry
+        self.changed = pending
+        if carry is not None:
+            self.changed, _ = carry.begin(pending, seen, self._carry_signature())
         # Every job's service sort key, once: the policy orders by it and the placement loop reads its level.
-        self.service_keys = self.service.sort_keys(pending, snap.now) if self.service is not None else None
+        self.service_keys = None
+        if self.service is not None:
+            keys = self.service.sort_keys(self.changed, snap.now)
+            if carry is not None:
+                carry.service_keys.update(keys)
+                keys = carry.service_keys
+            self.service_keys = keys
         pctx = PolicyContext(
-            self.tenants, running_gpus, cfg.fairshare_horizon_h, snap.now, self.service, self.service_keys
+            self.tenants,
+            running_gpus,
+            cfg.fairshare_horizon_h,
+            snap.now,
+            self.service,
+            self.service_keys,
+            carry,
+            self.changed if carry is not None else None,
         )
         ordered = self.policy.order(pending, pctx)
         self.dec.queue_order = [j.id for j in ordered]
@@ -199,6 +230,23 @@ class _Round:
             **st.stats(),
         }
         return self.dec
+
+    def _carry_signature(self) -> tuple:
+        """What the carry's kept values depend on besides the jobs themselves (scheduler.core.carry)."""
+        cfg = self.cfg
+        return (
+            type(self.policy),
+            getattr(self.policy, "name", None),
+            cfg.service_order,
+            cfg.service_preemption,
+            cfg.service_quantum_gpu_s,
+            cfg.service_base,
+            cfg.service_levels,
+            cfg.service_aging_s,
+            # The clock only while aging is on: a waiting job's key then moves with it.
+            self.snap.now if cfg.service_aging_s > 0 else None,
+            tuple(sorted((t.name, t.max_priority) for t in self.snap.tenants)),
+        )
 
     def _lap(self, name: str, t: float) -> float:
         now = time.perf_counter()
@@ -256,10 +304,12 @@ class _Round:
         leaf_held: set[int] = set()  # jobs holding a leaf's GPUs while they wait for it
         # Multi-node jobs waiting per pool: rings that would cross a busy leaf's uplinks too (the leaf wait).
         max_g = {pid: max((p.G for p in parts), default=0) for pid, parts in st.pool_parts.items()}
+        turns, tids = self._turn_ids(ordered)
         multi_waiting: dict[int, int] = {}
-        for j in ordered:
-            if (j.nodes or 1) > 1 or (j.nodes is None and j.gpus > max_g.get(j.pool, 0)):
-                multi_waiting[j.pool] = multi_waiting.get(j.pool, 0) + 1
+        for tid, n in Counter(tids).items():
+            pool, _, gpus, nodes = turns[tid][0][:4]  # FEASIBILITY_FIELDS begin pool, sharing, gpus, nodes
+            if (nodes or 1) > 1 or (nodes is None and gpus > max_g.get(pool, 0)):
+                multi_waiting[pool] = multi_waiting.get(pool, 0) + n
         counters = self.counters
         backfill = cfg.backfill
         # Who could be preempted at all, per pool: a job at or below the lowest victim priority, with no
@@ -512,32 +562,29 @@ class _Round:
         # Turns that changed nothing, by what they read: most of a long queue waits behind a full cluster, and
         # a job alike in all of it to one of them gets its reason and counter without the turn. Any turn
         # that changed something (a search, a placement, a try) clears it.
-        ended: dict[tuple, tuple[str, str | None]] = {} if self.remember_turns else _Forgetful()
-        for job in ordered:
+        ended: dict[int, tuple[str, str | None]] = {} if self.remember_turns else _Forgetful()
+        for job, tid in zip(ordered, tids, strict=True):
             jid = job.id
-            if jid in early:
+            if early and jid in early:
                 continue
-            key = _FEAS(job)
-            off = kept_off.get(jid)
-            if off is not None and off[0] not in started:  # a victim, while its beneficiary waits
-                blocks = block_gpus(st, off[1])
-                if process(job, False, key) is None:
-                    ended.clear()
-                unblock_gpus(st, blocks)
-                continue
-            pool = job.pool
-            if pool in res_start:
-                est = job.est_runtime_s
-                short = est is not None and now + est <= res_start[pool]
-            else:
-                short = False
-            if svc is None:
-                level = None
-            elif own_keys is not None:
-                level = own_keys[jid][0]
-            else:
-                level = 0 if svc.starving(job, now) else svc.level(job)
-            sig = (key, job.tenant, job.preemptible, job.priority, short, level)
+            key = turns[tid][0]
+            if kept_off:
+                off = kept_off.get(jid)
+                if off is not None and off[0] not in started:  # a victim, while its beneficiary waits
+                    blocks = block_gpus(st, off[1])
+                    if process(job, False, key) is None:
+                        ended.clear()
+                    unblock_gpus(st, blocks)
+                    continue
+            # What the turn reads: the job's turn signature (`_turn_ids`) and whether it would end before its
+            # pool's earliest reservation.
+            sig = tid + tid
+            if res_start:
+                pool = key[0]
+                if pool in res_start:
+                    est = job.est_runtime_s
+                    if est is not None and now + est <= res_start[pool]:
+                        sig += 1
             hit = ended.get(sig)
             if hit is not None:
                 reasons_out[jid] = hit[0]
@@ -550,6 +597,34 @@ class _Round:
             else:
                 ended[sig] = out
         self._claim_blocks = [b for bl in blocked.values() for b in bl]
+
+    def _turn_ids(self, ordered: list[JobRequest]) -> tuple[list[tuple], list[int]]:
+        """Every job's turn signature, numbered: what its turn in the placement loop reads of it (feasibility
+        class, tenant, preemptible, priority, and the service level its preemption floor starts from), and the
+        signatures by number. With a carry, only the round's new jobs are worked out."""
+        svc = self.service if self.cfg.service_preemption else None
+        own_keys = self.service_keys if svc is not None and svc.base > 1 else None
+        now = self.snap.now
+        carry = self.carry
+        if carry is not None and len(carry.turn_table) <= _MAX_TURN_SIGNATURES:
+            table, tid_of, todo = carry.turn_table, carry.turn_ids, self.changed
+        else:
+            table, tid_of, todo = {}, {}, ordered
+            if carry is not None:
+                carry.turn_table, carry.turn_ids = table, tid_of
+        for job in todo:
+            if svc is None:
+                level = None
+            elif own_keys is not None:
+                level = own_keys[job.id][0]
+            else:
+                level = 0 if svc.starving(job, now) else svc.level(job)
+            sig = (_FEAS(job), job.tenant, job.preemptible, job.priority, level)
+            tid = table.get(sig)
+            if tid is None:
+                tid = table[sig] = len(table)
+            tid_of[job.id] = tid
+        return list(table), [tid_of[j.id] for j in ordered]
 
     def _claims(
         self, ordered: list[JobRequest]
@@ -786,7 +861,27 @@ class _Round:
 
         if self._victims is None:
             self._victims = victim_index(st)
-        plan = plan_preemption(placer, ctx, eligible, self._victims, avoid)
+        # Everything `eligible` reads, with the partitions searched, the GPUs avoided and the jobs stopping
+        # (the only victims' state that changes during the placement phase).
+        ekey = (
+            job.tenant,
+            job.pool,
+            prio,
+            verdict.in_quota,
+            quota_need is not None,
+            service_floor,
+            tuple(map(id, ctx.parts)),
+            frozenset(avoid),
+            len(st.stopping),
+        )
+        kept = self._by_node.get(ekey)
+        if kept is None:
+            by_node = victims_by_node(st, ctx, eligible, self._victims, avoid)
+            self._by_node[ekey] = (by_node, dict(young))
+        else:
+            by_node = kept[0]
+            young.update(kept[1])
+        plan = plan_preemption(placer, ctx, eligible, self._victims, avoid, by_node)
         if plan is None:
             if young:
                 # Would it preempt once they have run their minimum? Then say when.
@@ -842,17 +937,23 @@ def _describe(cand) -> str:
     return f"{reasons.gpus(n)} on {len(cand.picks)} nodes"
 
 
-def schedule(snapshot: Snapshot, policy: QueuePolicy | None = None) -> Decisions:
+def schedule(snapshot: Snapshot, policy: QueuePolicy | None = None, carry: RoundCarry | None = None) -> Decisions:
     """Decide one round. Pure: the snapshot is not changed; the same input gives the same Decisions.
+    `carry`: what earlier rounds of this cluster worked out per waiting job (scheduler.core.carry); the round
+    keeps it up to date, and decides exactly as it would without it.
 
     The cyclic garbage collector is paused for the round (and restored after): a round allocates a
     few hundred thousand short-lived objects, and generation-2 passes over the snapshot's own objects
     cost more than the round's real work at 50k pending jobs. Nothing it allocates outlives the call
-    except the Decisions."""
+    except the Decisions and what it keeps in the carry."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _Round(snapshot, policy).run()
+        return _Round(snapshot, policy, carry).run()
+    except BaseException:
+        if carry is not None:
+            carry.clear()  # it may hold this round's jobs without their lines
+        raise
     finally:
         if enabled:
             gc.enable()

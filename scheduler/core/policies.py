@@ -25,10 +25,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import accumulate
 from operator import attrgetter
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from scheduler.core.types import JobRequest, TenantState
+
+if TYPE_CHECKING:
+    from scheduler.core.carry import RoundCarry
 
 
 @dataclass(slots=True)
@@ -40,6 +44,9 @@ class PolicyContext:
     service: ServiceRank | None = None  # within a tenant: rank by expected remaining service (None: queue_seq)
     # `service.sort_keys(jobs, now)` when the caller has them already (the engine reads the levels too).
     service_keys: dict[int, tuple] | None = None
+    # The lines kept from the last round (scheduler.core.carry), and the jobs of this round not in them yet.
+    carry: RoundCarry | None = None
+    changed: list[JobRequest] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,56 +156,83 @@ class PriorityFairSharePolicy:
         horizon = ctx.fairshare_horizon_h
         maxp = {name: t.max_priority for name, t in tenants.items()}
         big = 1 << 62
-        by_prio: dict[int, dict[str, list[JobRequest]]] = {}
-        for j in jobs:
+        svc = ctx.service
+        if svc is not None:
+            memo = ctx.service_keys if ctx.service_keys is not None else svc.sort_keys(jobs, ctx.now)
+            within = lambda j: memo[j.id]  # noqa: E731
+        else:
+            within = _seq
+
+        def line_of(j: JobRequest) -> tuple[int, str]:
             p = j.priority
             m = maxp.get(j.tenant, big)
-            per = by_prio.get(p if p <= m else m)
-            if per is None:
-                per = by_prio[p if p <= m else m] = {}
-            lst = per.get(j.tenant)
-            if lst is None:
-                per[j.tenant] = [j]
-            else:
-                lst.append(j)
+            return (p if p <= m else m, j.tenant)
+
+        carry = ctx.carry
+        # Kept lines take the round's new jobs one by one (a binary search each); when most jobs are new,
+        # sorting the lines afresh is quicker.
+        if carry is not None and carry.lines and ctx.changed is not None and len(ctx.changed) * 4 <= len(jobs):
+            carry.place_in_lines(ctx.changed, line_of, within)
+            lines = carry.lines
+        else:
+            lines = _lines(jobs, maxp, within, with_keys=carry is not None)
+            if carry is not None:
+                carry.fill_lines(lines)
+        by_prio: dict[int, list[tuple[str, list[JobRequest]]]] = {}
+        for (prio, name), (_, members) in lines.items():
+            if members:
+                by_prio.setdefault(prio, []).append((name, members))
         charge: dict[str, float] = {}
         entitlement: dict[str, float] = {}
-        for name in {j.tenant for j in jobs}:
+        for name in {name for per in by_prio.values() for name, _ in per}:
             t = tenants.get(name)
             guaranteed = sum(q.guaranteed_gpus for q in t.quotas.values()) if t else 0.0
             weight = t.weight if t and t.weight > 0 else 1.0
             entitlement[name] = weight * max(1.0, guaranteed)
             charge[name] = (t.usage_decayed if t else 0.0) + ctx.running_gpus.get(name, 0.0) * horizon
         out: list[JobRequest] = []
-        svc = ctx.service
-        if svc is not None:
-            now = ctx.now
-            memo = ctx.service_keys if ctx.service_keys is not None else svc.sort_keys(jobs, now)
-            within = lambda j: memo[j.id]  # noqa: E731
-        else:
-            within = _seq
         for prio in sorted(by_prio, reverse=True):
             per_tenant = by_prio[prio]
             if len(per_tenant) == 1:
-                ((name, lst),) = per_tenant.items()
-                lst.sort(key=within)
+                ((name, lst),) = per_tenant
                 out.extend(lst)
                 charge[name] += sum(j.gpus for j in lst) * horizon
                 continue
             # Each job's key is its tenant's ratio when it reaches the head of the tenant's line: merging
             # the tenants' lines by that key is what a heap over tenants would pop, in one sort.
             keyed: list[tuple[float, int, int, JobRequest]] = []
-            for name, lst in per_tenant.items():
-                lst.sort(key=within)
-                c = charge[name]
+            for name, lst in per_tenant:
                 e = entitlement[name]
-                for j in lst:
-                    keyed.append((c / e, j.queue_seq, j.id, j))
-                    c += j.gpus * horizon
-                charge[name] = c
+                # The tenant's charge before each job of its line (a C loop: 50,000 jobs a round).
+                before = list(accumulate([j.gpus * horizon for j in lst], initial=charge[name]))
+                charge[name] = before.pop()
+                ratios = [c / e for c in before]
+                keyed.extend(zip(ratios, [j.queue_seq for j in lst], [j.id for j in lst], lst, strict=True))
             keyed.sort()  # (ratio, seq, id) decide; ids are unique so the job itself is never compared
-            out.extend(t[3] for t in keyed)
+            out.extend([t[3] for t in keyed])
         return out
+
+
+def _lines(
+    jobs: list[JobRequest], maxp: dict[str, int], within, with_keys: bool
+) -> dict[tuple, tuple[list, list[JobRequest]]]:
+    """Each (priority, tenant)'s jobs in the line's own order, with their sort keys (`with_keys`; else none)."""
+    big = 1 << 62
+    grouped: dict[tuple[int, str], list[JobRequest]] = {}
+    for j in jobs:
+        p = j.priority
+        m = maxp.get(j.tenant, big)
+        lk = (p if p <= m else m, j.tenant)
+        lst = grouped.get(lk)
+        if lst is None:
+            grouped[lk] = [j]
+        else:
+            lst.append(j)
+    lines = {}
+    for lk, lst in grouped.items():
+        lst.sort(key=within)
+        lines[lk] = ([within(j) for j in lst] if with_keys else [], lst)
+    return lines
 
 
 class LasPolicy:

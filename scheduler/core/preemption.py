@@ -53,19 +53,17 @@ def victim_index(st: ClusterState) -> VictimIndex:
     return index
 
 
-def plan_preemption(
-    placer: Placer,
+def victims_by_node(
+    st: ClusterState,
     ctx: JobCtx,
     eligible: Callable[[int], bool],
-    index: VictimIndex | None = None,
+    index: VictimIndex,
     avoid: frozenset[int] | set[int] = frozenset(),
-) -> tuple[list[int], Candidate] | None:
-    st = placer.state
-    if index is None:
-        index = victim_index(st)
+) -> dict[NodeSlot, dict[int, int]]:
+    """The eligible victims on each node of the job's partitions, with the GPUs each holds there that the job
+    may take (not in `avoid`). Depends on the job only through `eligible` and its partitions."""
     stopping = st.stopping
     ok: dict[int, bool] = {}
-    # Victims per node, with the GPUs each holds there (that the job may take).
     by_node: dict[NodeSlot, dict[int, int]] = {}
     for part in ctx.parts:
         for node, jobs in index.get(id(part), {}).items():
@@ -81,6 +79,21 @@ def plan_preemption(
                         d[jid] = c
             if d:
                 by_node[node] = d
+    return by_node
+
+
+def plan_preemption(
+    placer: Placer,
+    ctx: JobCtx,
+    eligible: Callable[[int], bool],
+    index: VictimIndex | None = None,
+    avoid: frozenset[int] | set[int] = frozenset(),
+    by_node: dict[NodeSlot, dict[int, int]] | None = None,
+) -> tuple[list[int], Candidate] | None:
+    """`by_node`: `victims_by_node` for these arguments, when the caller has it already."""
+    st = placer.state
+    if by_node is None:
+        by_node = victims_by_node(st, ctx, eligible, index if index is not None else victim_index(st), avoid)
     if not by_node:
         return None
     if ctx.sharing != "exclusive":

@@ -1,0 +1,85 @@
+"""What a round works out per waiting job and the next round can keep. PURE.
+
+    carry = RoundCarry()                      # one per cluster, kept by the caller between rounds
+    decisions = schedule(snapshot, carry=carry)
+
+At 50,000 waiting jobs a round spends most of its time on things that do not change from one round to the
+next for a job that is still waiting: its service sort key, its place in its tenant's line, the signature
+of its turn. A carry keeps them, and a round works them out again only for the jobs that are new or changed.
+A round decides exactly as it would without a carry (tests compare the two over churn rounds).
+
+A job is known by identity: `JobRequest` is frozen, so the same object is the same job, and the snapshot
+adapter hands the same object while a job's row is unchanged (scheduler.snapshot_from_db caches them by
+version). Everything else a kept value depends on (the policy, the service settings, the tenants' priority
+caps, and the clock when service aging is on) makes up the carry's `signature`; when it differs, the
+carry starts again empty and the round works everything out.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Hashable
+
+from scheduler.core.types import JobRequest
+
+
+class RoundCarry:
+    __slots__ = ("jobs", "line_of", "lines", "service_keys", "signature", "turn_ids", "turn_table")
+
+    def __init__(self) -> None:
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget everything (a round that failed half-way leaves the carry like this)."""
+        self.signature: Hashable = None
+        self.jobs: dict[int, JobRequest] = {}  # job id -> the object the values below were worked out for
+        self.service_keys: dict[int, tuple] = {}  # job id -> ServiceRank.sort_keys
+        # The queue policy's lines (PriorityFairSharePolicy): (priority, tenant) -> (sort keys, jobs), in order.
+        self.lines: dict[tuple, tuple[list, list[JobRequest]]] = {}
+        self.line_of: dict[int, tuple[tuple, tuple]] = {}  # job id -> (its line, its sort key there)
+        self.turn_ids: dict[int, int] = {}  # job id -> the number of its turn's signature (engine)
+        self.turn_table: dict[tuple, int] = {}  # turn signature -> its number
+
+    def begin(self, pending: list[JobRequest], ids: set[int], signature: Hashable) -> tuple[list[JobRequest], set[int]]:
+        """Start a round over `pending` (their ids: `ids`). Returns the jobs whose values must be worked out
+        (new, changed, or all of them when the signature changed) and the ids whose kept values were dropped."""
+        if signature != self.signature:
+            self.clear()
+            self.signature = signature
+        known = self.jobs
+        changed = [j for j in pending if known.get(j.id) is not j]
+        dropped = known.keys() - ids
+        dropped.update(j.id for j in changed if j.id in known)
+        for jid in dropped:
+            del known[jid]
+            self.service_keys.pop(jid, None)
+            self.turn_ids.pop(jid, None)
+            where = self.line_of.pop(jid, None)
+            if where is not None:
+                keys, jobs = self.lines[where[0]]
+                i = bisect_left(keys, where[1])
+                del keys[i], jobs[i]
+        for j in changed:
+            known[j.id] = j
+        return changed, dropped
+
+    def place_in_lines(
+        self, jobs: list[JobRequest], line_of: Callable[[JobRequest], tuple], key_of: Callable[[JobRequest], tuple]
+    ) -> None:
+        """Put new or changed jobs into their lines, in order (`key_of` ends with the job id: keys are unique)."""
+        lines, where = self.lines, self.line_of
+        for j in jobs:
+            lk, key = line_of(j), key_of(j)
+            line = lines.get(lk)
+            if line is None:
+                line = lines[lk] = ([], [])
+            keys, members = line
+            i = bisect_left(keys, key)
+            keys.insert(i, key)
+            members.insert(i, j)
+            where[j.id] = (lk, key)
+
+    def fill_lines(self, lines: dict[tuple, tuple[list, list[JobRequest]]]) -> None:
+        """Take lines built afresh (every job of the round in one of them)."""
+        self.lines = lines
+        self.line_of = {j.id: (lk, k) for lk, (keys, jobs) in lines.items() for k, j in zip(keys, jobs, strict=True)}
