@@ -143,9 +143,12 @@ class _Round:
         requeued = self._failures()
         self.book = QuotaBook(snap.tenants, st.pools, self.cfg)
         running_gpus: dict[str, float] = {}
+        equiv = st.share_equiv
         for jid, held in st.job_gpus.items():
             req = st.running[jid].request
-            eq = sum(st.share_equiv(g, sh) for g, sh in held)
+            eq = 0.0
+            for g, sh in held:
+                eq += 1.0 if sh.kind == "whole" else equiv(g, sh)
             self.book.charge(req.tenant, req.pool, eq)
             running_gpus[req.tenant] = running_gpus.get(req.tenant, 0.0) + eq
         t = self._lap("failures", t)
@@ -563,16 +566,16 @@ class _Round:
         # a job alike in all of it to one of them gets its reason and counter without the turn. Any turn
         # that changed something (a search, a placement, a try) clears it.
         ended: dict[int, tuple[str, str | None]] = {} if self.remember_turns else _Forgetful()
+        pool_of = [t[0][0] for t in turns]
         for job, tid in zip(ordered, tids, strict=True):
             jid = job.id
             if early and jid in early:
                 continue
-            key = turns[tid][0]
             if kept_off:
                 off = kept_off.get(jid)
                 if off is not None and off[0] not in started:  # a victim, while its beneficiary waits
                     blocks = block_gpus(st, off[1])
-                    if process(job, False, key) is None:
+                    if process(job, False, turns[tid][0]) is None:
                         ended.clear()
                     unblock_gpus(st, blocks)
                     continue
@@ -580,7 +583,7 @@ class _Round:
             # pool's earliest reservation.
             sig = tid + tid
             if res_start:
-                pool = key[0]
+                pool = pool_of[tid]
                 if pool in res_start:
                     est = job.est_runtime_s
                     if est is not None and now + est <= res_start[pool]:
@@ -591,7 +594,7 @@ class _Round:
                 if hit[1] is not None:
                     counters[hit[1]] += 1
                 continue
-            out = process(job, True, key)
+            out = process(job, True, turns[tid][0])
             if out is None:
                 ended.clear()
             else:
