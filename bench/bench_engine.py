@@ -156,7 +156,7 @@ def run(args, gpus: int, pending: int) -> float:
     print(
         f"searches {st['searches']}  class skips {st['class_skips']}  evaluations {st['evaluations']}  "
         f"quota-blocked {st['quota_blocked']}  preemption attempts {st['preemption_attempts']}  "
-        f"free GPUs after {st['free_gpus']}/{st['capacity_gpus']}"
+        f"free GPUs after {st['free_gpus']}/{st['capacity_gpus']}  jobs worked out {st['jobs_worked_out']}"
     )
     target = 0.1 if args.churn > 0 else 1.0  # a churn round (issue 16) / a round that fills the cluster
     print(f"target p99 <= {target:g} s: {'met' if p99 <= target else 'NOT met'}")

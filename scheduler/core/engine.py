@@ -228,6 +228,8 @@ class _Round:
             "failures": len(self.dec.failures),
             "evaluations": self.placer.evaluations,
             "policy": getattr(self.policy, "name", type(self.policy).__name__),
+            # Waiting jobs worked out afresh this round: all of them without a carry, else the new or changed.
+            "jobs_worked_out": len(self.changed),
             "ms": self.ms,
             "warnings": st.warnings,
             **st.stats(),
