@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter, defaultdict
 from datetime import UTC, datetime
 from typing import NamedTuple
@@ -13,8 +14,11 @@ from fabric.latest import node_loads
 from fabric.models import GPU, Node, Port
 from fabric.selectors import link_labels
 from fabric.telemetry.imbalance import hottest, spread
+from scheduler import queue_lines
 from scheduler.choices import ACTIVE_STATUSES, JobStatus, StartEstimate
 from scheduler.models import Allocation, ClusterScheduler, Job, Pool, PoolNode, PriorityClass, Tenant
+
+log = logging.getLogger(__name__)
 
 
 def pool_nodes(pool: Pool) -> QuerySet[Node]:
@@ -87,12 +91,19 @@ class QueueEntry(NamedTuple):
 
 
 def queue_entries(cluster_ids: list[int]) -> dict[int, QueueEntry]:
-    """job id -> its QueueEntry, from the last round of each cluster (one query)."""
+    """job id -> its QueueEntry, from the last round of each cluster (one query). A cluster whose stored lines
+    cannot be read shows no queue (logged) until its next round writes them again."""
     info: dict[int, QueueEntry] = {}
-    for queue in ClusterScheduler.objects.filter(cluster_id__in=cluster_ids).values_list("queue", flat=True):
+    rows = ClusterScheduler.objects.filter(cluster_id__in=cluster_ids).values_list("cluster_id", "queue", "queue_lines")
+    for cluster_id, queue, packed in rows:
         texts = queue.get("texts", [])
         starts = queue.get("starts", {})
-        for i, (job_id, reason) in enumerate(zip(queue.get("order", []), queue.get("reason", []), strict=True), 1):
+        try:
+            order, reasons = queue_lines.unpack(bytes(packed))
+        except queue_lines.QueueLinesError as exc:
+            log.warning("cluster %s: %s", cluster_id, exc)
+            continue
+        for i, (job_id, reason) in enumerate(zip(order, reasons, strict=True), 1):
             start = starts.get(str(job_id))
             if start is None:
                 info[job_id] = QueueEntry(i, texts[reason], None, StartEstimate.NONE)

@@ -11,7 +11,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from scheduler import events
+from scheduler import events, queue_lines
 from scheduler.actions.allocations import (
     LedgerRoom,
     ShareSpec,
@@ -320,5 +320,7 @@ def _record_queue(cluster_id: int, decisions, jobs: dict) -> None:
         key = str(r.job_id)
         if r.job_id in waiting and (key not in starts or r.start_at < starts[key][0]):
             starts[key] = [round(r.start_at, 3), r.basis]
-    queue = {"order": order, "reason": reasons, "texts": list(texts), "starts": starts}
-    ClusterScheduler.objects.filter(cluster_id=cluster_id).update(queue=queue)
+    queue = {"texts": list(texts), "starts": starts}
+    ClusterScheduler.objects.filter(cluster_id=cluster_id).update(
+        queue=queue, queue_lines=queue_lines.pack(order, reasons)
+    )
