@@ -374,7 +374,8 @@ class _Round:
 
             Returns (its reason, the counter it added one to) when its turn changed nothing but its own
             reason and that counter: no search, preemption try, reservation or blocker. Until a later turn
-            changes something, a job alike in everything the turn read (`turn_sig`) ends the same."""
+            changes something, a job alike in everything the turn read (its turn signature, `_turn_ids`, and
+            whether it would end before its pool's earliest reservation) ends the same."""
             jid = job.id
             note: float | None = None  # seconds until a victim it needs has run its minimum time
             entry = ctx_cache.get(key)
