@@ -11,7 +11,7 @@ import threading
 import time
 from bisect import bisect_left
 from collections import defaultdict, namedtuple
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from operator import itemgetter
 from time import perf_counter  # the laps' clock; tests replace `time` to set the round's now
@@ -199,17 +199,16 @@ def _copier(cls: type, field_name: str):
 _with_attained = _copier(JobRequest, "attained_gpu_s")
 
 
-def _tenants(jobs: list[JobRow], now_ts: float) -> list[TenantState]:
-    """Quotas and decayed usage per tenant. `jobs`: the live jobs that are not pending (only running ones add
-    usage), in their default order (-id), the order their usage is summed in."""
+def _tenants(active: list[tuple[int, int, float]], now_ts: float) -> list[TenantState]:
+    """Quotas and decayed usage per tenant. `active`: (tenant id, GPUs, started at) of the started jobs of
+    ACTIVE_STATUSES, in the jobs' default order (-id), the order their usage is summed in."""
     normal = PriorityClass.objects.filter(name="normal").values_list("value", flat=True).first() or 50
     quotas: dict[int, dict[int, QuotaState]] = defaultdict(dict)
     for q in Quota.objects.all():
         quotas[q.tenant_id][q.pool_id] = QuotaState(guaranteed_gpus=q.guaranteed_gpus, borrow_limit=q.borrow_limit)
     usage: dict[int, float] = defaultdict(float)
-    for job in jobs:
-        if job.status in ACTIVE_STATUSES and job.started_at:
-            usage[job.tenant_id] += job.gpus * (now_ts - job.started_at.timestamp()) / 3600
+    for tenant_id, gpus, started_at in active:
+        usage[tenant_id] += gpus * (now_ts - started_at) / 3600
     cutoff = timezone.now() - timezone.timedelta(seconds=7 * USAGE_HALF_LIFE_S)
     for tenant_id, attained, finished in Job.objects.filter(finished_at__gte=cutoff).values_list(
         "tenant_id", "attained_gpu_s", "finished_at"
@@ -304,6 +303,9 @@ class _Seen:
     pending: _Line = field(default_factory=_Line)  # their JobRequests, in queue order
     holders: _Line = field(default_factory=_Line)  # ids of the live jobs that are not pending, in queue order
     shares: dict[int, tuple[tuple[Share, ...], tuple[float, ...]]] = field(default_factory=dict)  # and created at
+    # Holder -> its RunningJob but for the service of its current run (and started_at None: not started yet).
+    running: dict[int, RunningJob] = field(default_factory=dict)
+    active: dict[int, tuple[int, int, float]] = field(default_factory=dict)  # started holder -> _tenants' inputs
     on_gpu: dict[int, dict[int, list[Share]]] = field(default_factory=dict)  # GPU -> holder -> its shares there
     held: dict[int, tuple] = field(default_factory=dict)  # GPU -> _EMPTY_HELD's fields, where anything is held
     gpu_rows: dict[int, tuple] = field(default_factory=dict)  # GPU_FIELDS
@@ -346,7 +348,8 @@ def _read_jobs(cluster_id: int, seen: _Seen) -> dict[int, tuple[JobRow | None, J
     """Job id -> (its row as last read or None, its row now or None) for the live jobs that came, went or changed:
     (id, version) of every live job (unordered: the queue order is kept in `_Line`s), full rows of the changed."""
     versions = dict(_live_jobs(cluster_id).order_by().values_list("pk", "version"))
-    stale = [pk for pk, _ in versions.items() - seen.versions.items()]
+    known = seen.versions.get
+    stale = [pk for pk, version in versions.items() if known(pk) != version]
     changed: dict[int, tuple[JobRow | None, JobRow | None]] = {
         pk: (seen.rows.get(pk), None) for pk in seen.versions.keys() - versions.keys()
     }
@@ -368,12 +371,15 @@ def _update_jobs(seen: _Seen, changed: dict, hostname_of: dict[int, str], now_ts
     for pk, (old, new) in changed.items():
         if old is not None:
             (drop_pending if old.status == JobStatus.PENDING else drop_holders).append(_queue_key(old))
+        seen.active.pop(pk, None)
         if new is None:
             seen.rows.pop(pk, None)
             seen.requests.pop(pk, None)
             continue
         seen.rows[pk] = new
         request = seen.requests[pk] = _request(new, hostname_of, now_ts)
+        if new.status in ACTIVE_STATUSES and new.started_at:
+            seen.active[pk] = (new.tenant_id, new.gpus, new.started_at.timestamp())
         if new.status == JobStatus.PENDING:
             put_pending[_queue_key(new)] = request
         else:
@@ -404,6 +410,7 @@ def _update_shares(seen: _Seen, changed: dict) -> set[int]:
     """Shares of the jobs that changed, and what each GPU they touch holds; returns those GPUs."""
     touched: set[int] = set()
     for pk in changed:
+        seen.running.pop(pk, None)
         for sh in seen.shares.pop(pk, ((), ()))[0]:
             touched.add(sh.gpu_id)
             there = seen.on_gpu[sh.gpu_id]
@@ -413,6 +420,8 @@ def _update_shares(seen: _Seen, changed: dict) -> set[int]:
     holders = [pk for pk, (_, new) in changed.items() if new is not None and new.status != JobStatus.PENDING]
     for pk, (held_shares, created) in _read_shares(holders).items():
         seen.shares[pk] = (held_shares, created)
+        if held_shares:
+            seen.running[pk] = _running_job(seen.rows[pk], seen.requests[pk], held_shares)
         for sh in held_shares:
             touched.add(sh.gpu_id)
             seen.on_gpu.setdefault(sh.gpu_id, {}).setdefault(pk, []).append(sh)
@@ -612,27 +621,37 @@ def _node_state(n: dict, gpus: list[GpuState], seen: _Seen, hca_gbps: float) -> 
     )
 
 
+def _running_job(job: JobRow, request: JobRequest, shares: tuple[Share, ...]) -> RunningJob:
+    """A holder as the engine sees it but for the clock: `_running` adds its current run's service each round."""
+    return RunningJob(
+        request=request,
+        shares=shares,
+        started_at=job.started_at.timestamp() if job.started_at else None,
+        last_migrated_at=job.last_migrated_at.timestamp() if job.last_migrated_at else None,
+        borrowed=job.borrowed,
+        stopping=job.status in (JobStatus.MIGRATING, JobStatus.PREEMPTED),
+    )
+
+
+_with_request = _copier(RunningJob, "request")
+
+
 def _running(seen: _Seen, now_ts: float) -> list[RunningJob]:
-    """The jobs holding GPUs, in queue order; rebuilt each round: their service so far grows with the clock."""
+    """The jobs holding GPUs, in queue order; copied each round: their service so far grows with the clock."""
     running = []
     for pk in seen.holders.values:
-        held_shares, created = seen.shares.get(pk, ((), ()))
-        if not held_shares:
+        job = seen.running.get(pk)
+        if job is None:  # holds nothing (stopped, or its allocations not yet written)
             continue
-        job = seen.rows[pk]
         # The service in its current run (GPU-seconds: a second per share held); its earlier runs are in
         # Job.attained_gpu_s (scheduler.actions.allocations.release_allocations adds each at release).
+        created = seen.shares[pk][1]
         serving = max(0.0, now_ts - created[0]) if len(created) == 1 else sum(max(0.0, now_ts - c) for c in created)
-        running.append(
-            RunningJob(
-                request=_with_attained(seen.requests[pk], job.attained_gpu_s + serving),
-                shares=held_shares,
-                started_at=job.started_at.timestamp() if job.started_at else now_ts,
-                last_migrated_at=job.last_migrated_at.timestamp() if job.last_migrated_at else None,
-                borrowed=job.borrowed,
-                stopping=job.status in (JobStatus.MIGRATING, JobStatus.PREEMPTED),
-            )
-        )
+        request = _with_attained(job.request, job.request.attained_gpu_s + serving)
+        if job.started_at is None:
+            running.append(replace(job, request=request, started_at=now_ts))
+        else:
+            running.append(_with_request(job, request))
     return running
 
 
@@ -677,7 +696,7 @@ def _build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
     running = _running(seen, now_ts)
     lap("requests")
     pools = _pools(cluster_id, index, list(hostname_of.values()))
-    tenants = _tenants([seen.rows[pk] for pk in sorted(seen.holders.values, reverse=True)], now_ts)
+    tenants = _tenants([seen.active[pk] for pk in sorted(seen.active, reverse=True)], now_ts)
     lap("pools_tenants")
     link_errors = _erroring_links(cluster_id)
     request_mix = _request_mix(cluster_id, now_ts)
