@@ -6,7 +6,6 @@ counters climb come from open health alerts.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from bisect import bisect_left
@@ -17,7 +16,7 @@ from operator import itemgetter
 from time import perf_counter  # the laps' clock; tests replace `time` to set the round's now
 
 from django.db.models import Count, Q, TextField
-from django.db.models.functions import Cast, TruncHour
+from django.db.models.functions import MD5, Cast, TruncHour
 from django.utils import timezone
 
 from fabric.choices import GpuHealth, NodeRole
@@ -314,7 +313,7 @@ class _Seen:
     gpu_util: dict[int, float] = field(default_factory=dict)
     gpus: dict[int, GpuState] = field(default_factory=dict)
     node_gpus: dict[int, list[int]] = field(default_factory=dict)  # node -> its GPU ids by index
-    topology_text: dict[int, str] = field(default_factory=dict)
+    topology_digest: dict[int, str] = field(default_factory=dict)
     topologies: dict[int, dict] = field(default_factory=dict)
     hca_of: tuple | None = None  # (fabric, hosts) hca_gbps was summed for
     hca_gbps: dict[str, float] = field(default_factory=dict)
@@ -557,21 +556,22 @@ def _update_gpus(cluster_id: int, seen: _Seen, touched: set[int], gpu_util: dict
 
 
 def _update_topologies(cluster_id: int, seen: _Seen) -> set[int]:
-    """NVLink matrices (`nvidia-smi topo -m`), read as text and parsed where it changed; returns those nodes."""
-    texts = dict(
+    """NVLink matrices (`nvidia-smi topo -m`): a digest of each read every round (their writes bump no mark), the
+    matrix itself where the digest changed; returns those nodes."""
+    digests = dict(
         NodeTopology.objects.filter(node__cluster_id=cluster_id)
-        .annotate(text=Cast("gpu_links", TextField()))
-        .values_list("node_id", "text")
+        .annotate(digest=MD5(Cast("gpu_links", TextField())))
+        .values_list("node_id", "digest")
     )
-    if texts == seen.topology_text:
+    if digests == seen.topology_digest:
         return set()
-    changed = {pk for pk in texts.keys() | seen.topology_text.keys() if texts.get(pk) != seen.topology_text.get(pk)}
+    old = seen.topology_digest
+    changed = {pk for pk in digests.keys() | old.keys() if digests.get(pk) != old.get(pk)}
     for pk in changed:
-        if pk in texts:
-            seen.topologies[pk] = json.loads(texts[pk])
-        else:
-            seen.topologies.pop(pk, None)
-    seen.topology_text = texts
+        seen.topologies.pop(pk, None)
+    # Read after the digests: a matrix changed in between is read new and its digest differs again next round.
+    seen.topologies.update(NodeTopology.objects.filter(node_id__in=changed).values_list("node_id", "gpu_links"))
+    seen.topology_digest = digests
     return changed
 
 
