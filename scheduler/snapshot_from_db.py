@@ -1,7 +1,9 @@
 """Database rows -> the engine's Snapshot, in bulk (a fixed number of queries whatever the cluster size).
 
 Live link utilisation and GPU load come from telemetry's latest state (fabric.ingest); links whose error
-counters climb come from open health alerts.
+counters climb come from open health alerts. What earlier rounds read and built is kept per cluster (`_Seen`), so
+a round's cost in Python follows what changed since the last one; its reads still cover the live jobs' versions
+and the GPU and node rows.
 """
 
 from __future__ import annotations
@@ -322,14 +324,14 @@ class _Seen:
 
 
 _SEEN: dict[int, _Seen] = {}
-_SEEN_LOCK = threading.Lock()  # a round and, say, the policy lab may build at once in one process
+# One build at a time per cluster: a round and, say, the policy lab may build at once in one process.
+_BUILDING: dict[int, threading.Lock] = {}
 
 
 def clear_caches() -> None:
     """Forget what earlier rounds read of jobs, GPUs and nodes: the next build reads and builds all of it (tests
     compare with it). The fabric's cache stays: it is keyed by fabric_version."""
-    with _SEEN_LOCK:
-        _SEEN.clear()
+    _SEEN.clear()  # a build under way keeps updating the state it took, which nothing reads again
 
 
 def _live_jobs(cluster_id: int):
@@ -656,7 +658,7 @@ def _running(seen: _Seen, now_ts: float) -> list[RunningJob]:
 
 
 def build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
-    with _SEEN_LOCK:
+    with _BUILDING.setdefault(cluster_id, threading.Lock()):
         return _build_snapshot(cluster_id)
 
 
