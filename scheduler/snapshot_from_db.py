@@ -448,8 +448,8 @@ def _update_shares(seen: _Seen, changed: dict) -> set[int]:
 
 
 def _held_on(jobs: dict[int, list[Share]]) -> tuple:
-    """What the jobs' shares take of one GPU, as _EMPTY_HELD; jobs in their default order (-id), the order a
-    full read meets them in (MIG slices listed in it; a second whole share, which the ledgers forbid, would not)."""
+    """What the jobs' shares take of one GPU, as _EMPTY_HELD. The jobs go in their default order (-id), the order
+    a full read meets them in: MIG slices are listed in it."""
     exclusive, pct, mem, mig, ts = None, 0, 0, [], 0
     for job_id in sorted(jobs, reverse=True):
         for sh in jobs[job_id]:
