@@ -79,7 +79,14 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["-id"]
-        indexes = [models.Index(fields=["pool", "status"]), models.Index(fields=["tenant", "status"])]
+        indexes = [
+            models.Index(fields=["pool", "status"]),
+            models.Index(fields=["tenant", "status"]),
+            # Each round reads the jobs finished in the last week (fair share's decayed usage) and the shared-GPU
+            # jobs (the request mix): without these, two scans of every job ever kept (16 and 12 ms at 50,000).
+            models.Index(fields=["finished_at"], name="job_finished_at"),
+            models.Index(fields=["pool"], condition=~models.Q(sharing="exclusive"), name="job_shared_by_pool"),
+        ]
         constraints = [
             models.CheckConstraint(condition=models.Q(gpus__gte=1), name="job_gpus_min_1"),
             models.CheckConstraint(

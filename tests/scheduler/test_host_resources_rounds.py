@@ -67,9 +67,7 @@ def test_the_request_mix_carries_host_figures(cluster, nodes, tenant, normal):
 
 def test_snapshot_queries_do_not_grow_with_jobs_that_ask_host_resources(cluster, nodes, submit):
     def count() -> int:
-        snapshot_from_db._ROWS.clear()
-        snapshot_from_db._REQUESTS.clear()
-        snapshot_from_db._SHARES.clear()
+        snapshot_from_db.clear_caches()
         with CaptureQueriesContext(connection) as queries:
             build_snapshot(cluster.pk)
         return len(queries)
