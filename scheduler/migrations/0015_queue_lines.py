@@ -24,7 +24,7 @@ def unpack_lines(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("scheduler", "0013_job_observed_slurm_id"),
+        ("scheduler", "0014_job_round_read_indexes"),
     ]
 
     operations = [
