@@ -42,6 +42,8 @@ def close_round(record: SchedulingRound, applied: Applied, decisions: Decisions,
     record.requeued, record.rejected_stale = applied.requeued, applied.rejected_stale
     record.decisions = applied.log[:2000]
     record.stats = {k: v for k, v in decisions.stats.items() if isinstance(v, int | float | str)}
+    # The engine's phases beside the round's own (docs/scheduler.md "One round"): where its time went.
+    record.stats["engine_phases_ms"] = {k: round(v, 1) for k, v in decisions.stats.get("ms", {}).items()}
     record.stats.update(
         {k: round(v, 1) if isinstance(v, int | float) else v for k, v in timings_ms.items() if k != "duration_ms"}
     )

@@ -161,7 +161,9 @@ class Command(BaseCommand):
             self.say(
                 f"churn round {i + 1}: {k} finished, {k} arrived; {record.duration_ms:.0f} ms to its commit "
                 f"(wall {wall * 1000:.0f}; load {st['load_ms']:.0f} [{steps}], engine {record.engine_ms:.0f} "
-                f"[{st.get('jobs_worked_out', '?')} jobs worked out], "
+                f"[{st.get('jobs_worked_out', '?')} jobs worked out; "
+                + " ".join(f"{n} {v:.0f}" for n, v in st.get("engine_phases_ms", {}).items() if n != "total")
+                + "], "
                 f"apply {st['apply_ms']:.0f}, commit {st.get('commit_ms', 0):.0f}), {record.placed} placed"
             )
         return times, placed
