@@ -105,6 +105,8 @@ class _Round:
         self.policy = policy or DEFAULT_POLICY
         self.dec = Decisions()
         self._victims: VictimIndex | None = None
+        self._borrowers: dict[int, set[str]] = {}  # pool -> tenants with a borrowed running job there (place phase)
+        self._vinfo: dict[int, tuple] | None = None  # what preemption reads of each preemptible running job
         # Victims per node by what decides who may be one (see _preempt): jobs of many shapes try alike.
         self._by_node: dict[tuple, tuple[dict, dict[int, float]]] = {}
         self.started: dict[int, tuple[float, list]] = {}  # placed this round: job id -> (expected end, shares)
@@ -330,6 +332,7 @@ class _Round:
                 min_victim[req.pool] = p
             if rj.borrowed:
                 borrowers.setdefault(req.pool, set()).add(req.tenant)
+        self._borrowers = borrowers
         stopping_before = set(st.stopping)
         stopping_checked: set[tuple] = set()
         # Least attained service between equals: per (tenant, pool, priority) the highest service level of a
@@ -834,31 +837,45 @@ class _Round:
         min_run = cfg.preemption_min_run_s
         exempt = cfg.preemption_min_run_priority_exempt
         young: dict[int, float] = {}  # eligible but for the minimum run time: victim -> seconds it still has
+        if self._vinfo is None:
+            # Per preemptible running job, once a round: what `eligible` reads of it.
+            self._vinfo = {
+                jid: (
+                    effective_priority(rj.request, tenants),
+                    rj.borrowed,
+                    rj.request.tenant,
+                    rj.request.pool,
+                    rj.started_at if rj.last_migrated_at is None else max(rj.started_at, rj.last_migrated_at),
+                    rj.request,
+                )
+                for jid, rj in running.items()
+                if rj.request.preemptible
+            }
+        vinfo = self._vinfo
+        in_quota, tenant, pool = verdict.in_quota, job.tenant, job.pool
 
         def eligible(vid: int) -> bool:
-            rj = running[vid]
-            req = rj.request
-            if not req.preemptible:
+            info = vinfo.get(vid)
+            if info is None:  # not preemptible
                 return False
-            vprio = effective_priority(req, tenants)
+            vprio, borrowed, vtenant, vpool, last, req = info
             if quota_need is not None:
                 ok = False
-            elif verdict.in_quota:
-                ok = vprio < prio or (rj.borrowed and req.tenant != job.tenant and req.pool == job.pool)
+            elif in_quota:
+                ok = vprio < prio or (borrowed and vtenant != tenant and vpool == pool)
             else:
                 # A borrowing job takes nothing from another tenant's guaranteed share.
-                ok = vprio < prio and (rj.borrowed or req.tenant == job.tenant)
+                ok = vprio < prio and (borrowed or vtenant == tenant)
             if not ok and service_floor is not None and svc is not None:
                 ok = (
-                    req.tenant == job.tenant
-                    and req.pool == job.pool
+                    vtenant == tenant
+                    and vpool == pool
                     and vprio == prio
                     and svc.level(req) >= service_floor
                     and svc.remaining_s(req) > pays * (req.checkpoint_cost_s + move_s)
                 )
             if not ok or min_run <= 0 or (exempt and vprio < prio):
                 return ok
-            last = rj.started_at if rj.last_migrated_at is None else max(rj.started_at, rj.last_migrated_at)
             left = min_run - (now - last)
             if left > 0:
                 young[vid] = left
@@ -869,8 +886,11 @@ class _Round:
             self._victims = victim_index(st)
         # Everything `eligible` reads, with the partitions searched, the GPUs avoided and the jobs stopping
         # (the only victims' state that changes during the placement phase).
+        # The job's tenant matters only to a victim of its own that borrows (and to the cases below that name it):
+        # without one, every tenant's job of this priority, within its quota, may take the same victims.
+        tenant_free = verdict.in_quota and quota_need is None and service_floor is None
         ekey = (
-            job.tenant,
+            None if tenant_free and job.tenant not in self._borrowers.get(job.pool, ()) else job.tenant,
             job.pool,
             prio,
             verdict.in_quota,
@@ -891,7 +911,16 @@ class _Round:
         if plan is None:
             if young:
                 # Would it preempt once they have run their minimum? Then say when.
-                later = plan_preemption(placer, ctx, lambda v: v in young or eligible(v), self._victims, avoid)
+                later_key = (*ekey, "once they have run their minimum")
+                kept_later = self._by_node.get(later_key)
+                if kept_later is None:
+                    kept_later = self._by_node[later_key] = (
+                        victims_by_node(st, ctx, lambda v: v in young or eligible(v), self._victims, avoid),
+                        {},
+                    )
+                later = plan_preemption(
+                    placer, ctx, lambda v: v in young or eligible(v), self._victims, avoid, kept_later[0]
+                )
                 if later is not None:
                     self.counters["min_run_protected"] += 1
                     self._min_run_wait[job.id] = max(young.get(v, 0.0) for v in later[0])

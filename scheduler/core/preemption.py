@@ -65,6 +65,8 @@ def victims_by_node(
     stopping = st.stopping
     ok: dict[int, bool] = {}
     by_node: dict[NodeSlot, dict[int, int]] = {}
+    # Only on nodes with avoided GPUs does a victim count fewer GPUs the job may take.
+    avoid_nodes = {st.gpus[g].node for g in avoid if g in st.gpus} if avoid else ()
     for part in ctx.parts:
         for node, jobs in index.get(id(part), {}).items():
             d = {}
@@ -73,7 +75,7 @@ def victims_by_node(
                 if e is None:
                     e = ok[jid] = jid not in stopping and eligible(jid)
                 if e:
-                    if avoid:
+                    if node in avoid_nodes:
                         c = sum(1 for g, _ in st.job_gpus[jid] if g.node is node and g.id not in avoid)
                     if c:
                         d[jid] = c

@@ -56,3 +56,22 @@ def test_a_job_blocked_by_capacity_finds_victims_one_blocked_by_quota_could_not(
     b.job(2, gpus=8, tenant="a", priority=50)
     d = schedule(b.snapshot(config(reservations_per_pool=0)), FifoPolicy())
     assert [(p.job_id, p.for_job) for p in d.preemptions] == [(22, 2)]
+
+
+def test_a_job_of_another_tenant_may_take_what_a_tenant_borrowed_when_its_own_job_may_not():
+    # Both jobs within their tenants' quotas, priority 50. Job 21 on n1 is tenant a's, borrowed, priority 50: a
+    # reclaim for another tenant's job, not for a's own. On n2, c's priority-10 job 22 holds 4 GPUs beside a job
+    # that may not be preempted: freeing it leaves 4, too few. Job 1 (tenant a) tries and finds nothing that
+    # fits; job 2 (tenant b), alike otherwise, preempts job 21.
+    b = two_leaves()
+    _cluster(b)
+    b.tenant("a", {1: (16, 100)})
+    b.tenant("b", {1: (16, 100)})
+    b.run(21, {"n1": list(range(8))}, tenant="a", priority=50, borrowed=True)
+    b.run(22, {"n2": [0, 1, 2, 3]}, tenant="c", priority=10)
+    b.run(25, {"n2": [4, 5, 6, 7]}, tenant="c", priority=100, preemptible=False)
+    b.job(1, gpus=8, tenant="a", priority=50)
+    b.job(2, gpus=8, tenant="b", priority=50)
+    d = schedule(b.snapshot(config(service_preemption=False, reservations_per_pool=0)), FifoPolicy())
+    assert [(p.job_id, p.for_job) for p in d.preemptions] == [(21, 2)]
+    assert d.stats["preemption_attempts"] == 2
