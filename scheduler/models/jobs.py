@@ -52,8 +52,8 @@ class Job(models.Model):
 
     status = models.CharField(max_length=12, choices=JobStatus.choices, default=JobStatus.PENDING)
     status_reason = models.CharField(max_length=500, blank=True)
-    # Why an operator holds it. Why the scheduler leaves it waiting lives in ClusterScheduler.queue (one row
-    # per round, not one UPDATE per waiting job); the API shows whichever applies as `pending_reason`.
+    # Why an operator holds it. Why the scheduler leaves it waiting lives in ClusterScheduler.queue and queue_lines
+    # (one row per round, not one UPDATE per waiting job); the API shows whichever applies as `pending_reason`.
     pending_reason = models.CharField(max_length=500, blank=True)
     held = models.BooleanField(default=False, help_text="Held by an operator: not scheduled until released.")
     queue_seq = models.BigIntegerField(default=0, help_text="Place in line; kept when the job is requeued.")
