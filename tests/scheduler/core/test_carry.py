@@ -10,23 +10,7 @@ from scheduler.core.carry import RoundCarry
 from scheduler.core.synthetic import next_round, synthetic_snapshot
 from scheduler.core.types import Config, TenantState
 from tests.scheduler.core.builders import config, two_leaves
-
-
-def _everything(d):
-    # Everything but the timings and how many jobs were worked out afresh (what the carry saves).
-    stats = {k: v for k, v in d.stats.items() if k not in ("ms", "jobs_worked_out")}
-    return (
-        d.placements,
-        d.pending_reasons,
-        d.queue_order,
-        d.preemptions,
-        d.migrations,
-        d.reservations,
-        d.requeues,
-        d.failures,
-        stats,
-    )
-
+from tests.scheduler.core.decisions import everything
 
 CASES = {
     "default": (Config(), None),
@@ -47,11 +31,11 @@ def test_churn_rounds_decide_the_same_with_a_carry(name):
     snap = replace(snap, topology=build_topology(snap.fabric), config=cfg)
     carry = RoundCarry()
     dec = schedule(snap, policy, carry)
-    assert _everything(dec) == _everything(schedule(snap, policy))
+    assert everything(dec) == everything(schedule(snap, policy))
     for i in range(4):
         snap = next_round(snap, dec, 0.05, seed=i)
         dec = schedule(snap, policy, carry)
-        assert _everything(dec) == _everything(schedule(snap, policy))
+        assert everything(dec) == everything(schedule(snap, policy))
 
 
 def _two_tenants():
@@ -121,7 +105,7 @@ def test_a_full_table_of_turn_signatures_starts_again(monkeypatch):
     for i in range(2):
         snap = next_round(snap, dec, 0.05, seed=i)
         dec = schedule(snap, carry=carry)
-        assert _everything(dec) == _everything(schedule(snap))
+        assert everything(dec) == everything(schedule(snap))
 
 
 def test_a_carry_kept_across_a_change_of_policy_still_orders_every_job():

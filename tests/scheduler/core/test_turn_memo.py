@@ -10,21 +10,7 @@ from scheduler.core.engine import _Round
 from scheduler.core.synthetic import next_round, synthetic_snapshot
 from scheduler.core.types import Config
 from tests.scheduler.core.builders import config, two_leaves
-
-
-def _everything(d):
-    stats = {k: v for k, v in d.stats.items() if k != "ms"}
-    return (
-        d.placements,
-        d.pending_reasons,
-        d.queue_order,
-        d.preemptions,
-        d.migrations,
-        d.reservations,
-        d.requeues,
-        d.failures,
-        stats,
-    )
+from tests.scheduler.core.decisions import everything
 
 
 def _without_memo(snap, monkeypatch):
@@ -48,11 +34,11 @@ def test_churn_rounds_decide_the_same_with_and_without_the_memo(name, monkeypatc
     snap = synthetic_snapshot(gpus=1024, pending=4000, seed=13)
     snap = replace(snap, topology=build_topology(snap.fabric), config=CONFIGS[name])
     dec = schedule(snap)
-    assert _everything(dec) == _everything(_without_memo(snap, monkeypatch))
+    assert everything(dec) == everything(_without_memo(snap, monkeypatch))
     for i in range(3):
         snap = next_round(snap, dec, 0.05, seed=i)
         dec = schedule(snap)
-        assert _everything(dec) == _everything(_without_memo(snap, monkeypatch))
+        assert everything(dec) == everything(_without_memo(snap, monkeypatch))
 
 
 def test_jobs_alike_but_for_their_tenant_get_each_their_tenants_reason():
