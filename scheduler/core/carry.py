@@ -17,9 +17,9 @@ carry starts again empty and the round works everything out.
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections.abc import Callable, Hashable
 
+from scheduler.core.policies import Line
 from scheduler.core.types import JobRequest
 
 
@@ -34,8 +34,8 @@ class RoundCarry:
         self.signature: Hashable = None
         self.jobs: dict[int, JobRequest] = {}  # job id -> the object the values below were worked out for
         self.service_keys: dict[int, tuple] = {}  # job id -> ServiceRank.sort_keys
-        # The queue policy's lines (PriorityFairSharePolicy): (priority, tenant) -> (sort keys, jobs), in order.
-        self.lines: dict[tuple, tuple[list, list[JobRequest]]] = {}
+        # The queue policy's lines (PriorityFairSharePolicy): (priority, tenant) -> its Line, in order.
+        self.lines: dict[tuple, Line] = {}
         self.line_of: dict[int, tuple[tuple, tuple]] = {}  # job id -> (its line, its sort key there)
         self.turn_ids: dict[int, int] = {}  # job id -> the number of its turn's signature (engine)
         self.turn_table: dict[tuple, int] = {}  # turn signature -> its number
@@ -56,9 +56,7 @@ class RoundCarry:
             self.turn_ids.pop(jid, None)
             where = self.line_of.pop(jid, None)
             if where is not None:
-                keys, jobs = self.lines[where[0]]
-                i = bisect_left(keys, where[1])
-                del keys[i], jobs[i]
+                self.lines[where[0]].remove(where[1])
         for j in changed:
             known[j.id] = j
         return changed, dropped
@@ -72,14 +70,11 @@ class RoundCarry:
             lk, key = line_of(j), key_of(j)
             line = lines.get(lk)
             if line is None:
-                line = lines[lk] = ([], [])
-            keys, members = line
-            i = bisect_left(keys, key)
-            keys.insert(i, key)
-            members.insert(i, j)
+                line = lines[lk] = Line([], [])
+            line.insert(key, j)
             where[j.id] = (lk, key)
 
-    def fill_lines(self, lines: dict[tuple, tuple[list, list[JobRequest]]]) -> None:
+    def fill_lines(self, lines: dict[tuple, Line]) -> None:
         """Take lines built afresh (every job of the round in one of them)."""
         self.lines = lines
-        self.line_of = {j.id: (lk, k) for lk, (keys, jobs) in lines.items() for k, j in zip(keys, jobs, strict=True)}
+        self.line_of = {j.id: (lk, k) for lk, line in lines.items() for k, j in zip(line.keys, line.jobs, strict=True)}

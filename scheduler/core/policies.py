@@ -24,9 +24,10 @@ policies break ties by `queue_seq` (a job's original place in line, kept across 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass, field
-from itertools import accumulate
-from operator import attrgetter
+from itertools import accumulate, repeat
+from operator import attrgetter, truediv
 from typing import TYPE_CHECKING, Protocol
 
 from scheduler.core.types import JobRequest, TenantState
@@ -178,10 +179,10 @@ class PriorityFairSharePolicy:
             lines = _lines(jobs, maxp, within, with_keys=carry is not None)
             if carry is not None:
                 carry.fill_lines(lines)
-        by_prio: dict[int, list[tuple[str, list[JobRequest]]]] = {}
-        for (prio, name), (_, members) in lines.items():
-            if members:
-                by_prio.setdefault(prio, []).append((name, members))
+        by_prio: dict[int, list[tuple[str, Line]]] = {}
+        for (prio, name), line in lines.items():
+            if line.jobs:
+                by_prio.setdefault(prio, []).append((name, line))
         charge: dict[str, float] = {}
         entitlement: dict[str, float] = {}
         for name in {name for per in by_prio.values() for name, _ in per}:
@@ -194,29 +195,54 @@ class PriorityFairSharePolicy:
         for prio in sorted(by_prio, reverse=True):
             per_tenant = by_prio[prio]
             if len(per_tenant) == 1:
-                ((name, lst),) = per_tenant
-                out.extend(lst)
-                charge[name] += sum(j.gpus for j in lst) * horizon
+                ((name, line),) = per_tenant
+                out.extend(line.jobs)
+                charge[name] += sum(line.gpus) * horizon
                 continue
             # Each job's key is its tenant's ratio when it reaches the head of the tenant's line: merging
             # the tenants' lines by that key is what a heap over tenants would pop, in one sort.
             keyed: list[tuple[float, int, int, JobRequest]] = []
-            for name, lst in per_tenant:
-                e = entitlement[name]
-                # The tenant's charge before each job of its line (a C loop: 50,000 jobs a round).
-                before = list(accumulate([j.gpus * horizon for j in lst], initial=charge[name]))
+            for name, line in per_tenant:
+                # The tenant's charge before each job of its line, then its ratio (C loops: 50,000 jobs a round;
+                # a charge of g x 1.0 adds the same float as g).
+                steps = line.gpus if horizon == 1.0 else [g * horizon for g in line.gpus]
+                before = list(accumulate(steps, initial=charge[name]))
                 charge[name] = before.pop()
-                ratios = [c / e for c in before]
-                keyed.extend(zip(ratios, [j.queue_seq for j in lst], [j.id for j in lst], lst, strict=True))
+                ratios = map(truediv, before, repeat(entitlement[name]))
+                keyed.extend(zip(ratios, line.seqs, line.ids, line.jobs, strict=True))
             keyed.sort()  # (ratio, seq, id) decide; ids are unique so the job itself is never compared
             out.extend([t[3] for t in keyed])
         return out
 
 
-def _lines(
-    jobs: list[JobRequest], maxp: dict[str, int], within, with_keys: bool
-) -> dict[tuple, tuple[list, list[JobRequest]]]:
-    """Each (priority, tenant)'s jobs in the line's own order, with their sort keys (`with_keys`; else none)."""
+class Line:
+    """One (priority, tenant)'s waiting jobs in the line's own order, with their sort keys (unique: each ends with
+    the job id) and what the fair-share merge reads of each, in lists beside them."""
+
+    __slots__ = ("gpus", "ids", "jobs", "keys", "seqs")
+
+    def __init__(self, keys: list[tuple], jobs: list[JobRequest]) -> None:
+        self.keys = keys
+        self.jobs = jobs
+        self.seqs = [j.queue_seq for j in jobs]
+        self.ids = [j.id for j in jobs]
+        self.gpus = [j.gpus for j in jobs]
+
+    def insert(self, key: tuple, job: JobRequest) -> None:
+        i = bisect_left(self.keys, key)
+        self.keys.insert(i, key)
+        self.jobs.insert(i, job)
+        self.seqs.insert(i, job.queue_seq)
+        self.ids.insert(i, job.id)
+        self.gpus.insert(i, job.gpus)
+
+    def remove(self, key: tuple) -> None:
+        i = bisect_left(self.keys, key)
+        del self.keys[i], self.jobs[i], self.seqs[i], self.ids[i], self.gpus[i]
+
+
+def _lines(jobs: list[JobRequest], maxp: dict[str, int], within, with_keys: bool) -> dict[tuple, Line]:
+    """Each (priority, tenant)'s line, with the jobs' sort keys when `with_keys` (else none)."""
     big = 1 << 62
     grouped: dict[tuple[int, str], list[JobRequest]] = {}
     for j in jobs:
@@ -231,7 +257,7 @@ def _lines(
     lines = {}
     for lk, lst in grouped.items():
         lst.sort(key=within)
-        lines[lk] = ([within(j) for j in lst] if with_keys else [], lst)
+        lines[lk] = Line([within(j) for j in lst] if with_keys else [], lst)
     return lines
 
 
