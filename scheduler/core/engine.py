@@ -569,10 +569,20 @@ class _Round:
                 blocked[jid] = block_gpus(st, claims[jid])
         started = self.started
         # Turns that changed nothing, by what they read: most of a long queue waits behind a full cluster, and
-        # a job alike in all of it to one of them gets its reason and counter without the turn. Any turn
-        # that changed something (a search, a placement, a try) clears it.
+        # a job alike in all of it to one of them gets its reason and counter without the turn. A turn that
+        # changed something (a search, a placement, a reservation) changed its own pool only: capacity, quotas,
+        # reservations and the class caches are per pool; the remembered turns of that pool are forgotten. A
+        # preemption try spends the round's budget, which every pool's turns read: all are forgotten.
         ended: dict[int, tuple[str, str | None]] = {} if self.remember_turns else _Forgetful()
         pool_of = [t[0][0] for t in turns]
+
+        def forget(pool: int, tries_before: int) -> None:
+            if counters["preemption_attempts"] != tries_before:
+                ended.clear()
+            else:
+                for s in [s for s in ended if pool_of[s >> 1] == pool]:
+                    del ended[s]
+
         for job, tid in zip(ordered, tids, strict=True):
             jid = job.id
             if early and jid in early:
@@ -580,9 +590,10 @@ class _Round:
             if kept_off:
                 off = kept_off.get(jid)
                 if off is not None and off[0] not in started:  # a victim, while its beneficiary waits
+                    tries = counters["preemption_attempts"]
                     blocks = block_gpus(st, off[1])
                     if process(job, False, turns[tid][0]) is None:
-                        ended.clear()
+                        forget(pool_of[tid], tries)
                     unblock_gpus(st, blocks)
                     continue
             # What the turn reads: the job's turn signature (`_turn_ids`) and whether it would end before its
@@ -600,9 +611,10 @@ class _Round:
                 if hit[1] is not None:
                     counters[hit[1]] += 1
                 continue
+            tries = counters["preemption_attempts"]
             out = process(job, True, turns[tid][0])
             if out is None:
-                ended.clear()
+                forget(pool_of[tid], tries)
             else:
                 ended[sig] = out
         self._claim_blocks = [b for bl in blocked.values() for b in bl]

@@ -119,3 +119,32 @@ def test_a_job_with_less_service_preempts_after_alike_ones_with_more_could_not()
     d = schedule(b.snapshot(config()), FifoPolicy())
     assert {p.for_job for p in d.preemptions} == {4}
     assert len(d.preemptions) == 1
+
+
+def test_a_preemption_try_in_another_pool_that_spends_the_budget_changes_what_alike_jobs_are_told():
+    # Pools a (n1, n2) and b (n3, n4), full of priority-10 jobs that started 100 s ago (300 s minimum run, no
+    # exemption for priority), two preemption tries a round. Job 1 (pool a) tries: it could preempt in 200 s.
+    # Job 2, alike, is told the same without a try. Job 3 (pool b) spends the second try. Job 4, alike to 1 and 2,
+    # may not try any more this round, so it is not told it may preempt.
+    from scheduler.core.policies import FifoPolicy
+
+    b = two_leaves()
+    b.pool(1, "a", hosts=["n1", "n2"])
+    b.pool(2, "b", hosts=["n3", "n4"])
+    for i, (h, pool) in enumerate((("n1", 1), ("n2", 1), ("n3", 2), ("n4", 2))):
+        b.run(20 + i, {h: list(range(8))}, pool=pool, priority=10, started_at=b.now - 100)
+    b.job(1, gpus=8, pool=1)
+    b.job(2, gpus=8, pool=1)
+    b.job(3, gpus=8, pool=2)
+    b.job(4, gpus=8, pool=1)
+    cfg = config(
+        service_preemption=False,
+        reservations_per_pool=0,
+        max_preemption_attempts=2,
+        preemption_min_run_priority_exempt=False,
+    )
+    d = schedule(b.snapshot(cfg), FifoPolicy())
+    assert d.stats["preemption_attempts"] == 2
+    assert "may preempt in about" in d.pending_reasons[1]
+    assert d.pending_reasons[2] == d.pending_reasons[1]
+    assert "may preempt" not in d.pending_reasons[4]
