@@ -40,9 +40,9 @@ class RoundCarry:
         self.turn_ids: dict[int, int] = {}  # job id -> the number of its turn's signature (engine)
         self.turn_table: dict[tuple, int] = {}  # turn signature -> its number
 
-    def begin(self, pending: list[JobRequest], ids: set[int], signature: Hashable) -> tuple[list[JobRequest], set[int]]:
-        """Start a round over `pending` (their ids: `ids`). Returns the jobs whose values must be worked out
-        (new, changed, or all of them when the signature changed) and the ids whose kept values were dropped."""
+    def begin(self, pending: list[JobRequest], ids: set[int], signature: Hashable) -> list[JobRequest]:
+        """Start a round over `pending` (their ids: `ids`): drop what is kept for jobs gone or changed, and return the
+        jobs whose values must be worked out (new, changed, or all of them when the signature changed)."""
         if signature != self.signature:
             self.clear()
             self.signature = signature
@@ -59,7 +59,7 @@ class RoundCarry:
                 self.lines[where[0]].remove(where[1])
         for j in changed:
             known[j.id] = j
-        return changed, dropped
+        return changed
 
     def place_in_lines(
         self, jobs: list[JobRequest], line_of: Callable[[JobRequest], tuple], key_of: Callable[[JobRequest], tuple]

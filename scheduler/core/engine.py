@@ -88,13 +88,6 @@ def need_equiv(ctx: JobCtx) -> float:
     return float(n)
 
 
-class _Forgetful(dict):
-    """A memo of turns that remembers nothing: every job takes its turn (tests compare the two)."""
-
-    def get(self, key, default=None):
-        return default
-
-
 class _Round:
     remember_turns = True  # False: no turn stands for another (tests check that the decisions are the same)
 
@@ -180,7 +173,7 @@ class _Round:
         carry = self.carry
         self.changed = pending
         if carry is not None:
-            self.changed, _ = carry.begin(pending, seen, self._carry_signature())
+            self.changed = carry.begin(pending, seen, self._carry_signature())
         # Every job's service sort key, once: the policy orders by it and the placement loop reads its level.
         self.service_keys = None
         if self.service is not None:
@@ -573,7 +566,8 @@ class _Round:
         # changed something (a search, a placement, a reservation) changed its own pool only: capacity, quotas,
         # reservations and the class caches are per pool; the remembered turns of that pool are forgotten. A
         # preemption try spends the round's budget, which every pool's turns read: all are forgotten.
-        ended: dict[int, tuple[str, str | None]] = {} if self.remember_turns else _Forgetful()
+        ended: dict[int, tuple[str, str | None]] = {}
+        remember = self.remember_turns
         pool_of = [t[0][0] for t in turns]
 
         def forget(pool: int, tries_before: int) -> None:
@@ -615,7 +609,7 @@ class _Round:
             out = process(job, True, turns[tid][0])
             if out is None:
                 forget(pool_of[tid], tries)
-            else:
+            elif remember:
                 ended[sig] = out
         self._claim_blocks = [b for bl in blocked.values() for b in bl]
 
