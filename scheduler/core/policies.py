@@ -176,7 +176,7 @@ class PriorityFairSharePolicy:
             carry.place_in_lines(ctx.changed, line_of, within)
             lines = carry.lines
         else:
-            lines = _lines(jobs, maxp, within, with_keys=carry is not None)
+            lines = _lines(jobs, line_of, within, with_keys=carry is not None)
             if carry is not None:
                 carry.fill_lines(lines)
         by_prio: dict[int, list[tuple[str, Line]]] = {}
@@ -241,14 +241,11 @@ class Line:
         del self.keys[i], self.jobs[i], self.seqs[i], self.ids[i], self.gpus[i]
 
 
-def _lines(jobs: list[JobRequest], maxp: dict[str, int], within, with_keys: bool) -> dict[tuple, Line]:
-    """Each (priority, tenant)'s line, with the jobs' sort keys when `with_keys` (else none)."""
-    big = 1 << 62
+def _lines(jobs: list[JobRequest], line_of, within, with_keys: bool) -> dict[tuple, Line]:
+    """Each line's jobs (`line_of`: (priority, tenant)) in its own order, with their sort keys when `with_keys`."""
     grouped: dict[tuple[int, str], list[JobRequest]] = {}
     for j in jobs:
-        p = j.priority
-        m = maxp.get(j.tenant, big)
-        lk = (p if p <= m else m, j.tenant)
+        lk = line_of(j)
         lst = grouped.get(lk)
         if lst is None:
             grouped[lk] = [j]
