@@ -706,7 +706,8 @@ def _build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
     lap("allocations")
     dirty_nodes |= _update_gpus(seen, touched, gpu_util)
     nodes = _update_nodes(seen, node_rows, dirty_nodes, hca_gbps)
-    index.gpu_memory, index.gpu_model = dict(seen.gpu_memory), dict(seen.gpu_model)
+    # Shared, not copied: _update_gpus replaces these two whole, never edits them (the job rows it does edit).
+    index.gpu_memory, index.gpu_model = seen.gpu_memory, seen.gpu_model
     lap("gpus_nodes")
     pending = list(seen.pending.values)
     running = _running(seen, now_ts)
