@@ -17,7 +17,8 @@ from scheduler.choices import ShareKind
 
 class Allocation(models.Model):
     job = models.ForeignKey("scheduler.Job", on_delete=models.CASCADE, related_name="allocations")
-    gpu = models.ForeignKey("fabric.GPU", on_delete=models.CASCADE, related_name="allocations")
+    # Its lookups use the (gpu, active) index below, which begins with it.
+    gpu = models.ForeignKey("fabric.GPU", on_delete=models.CASCADE, related_name="allocations", db_index=False)
     kind = models.CharField(max_length=12, choices=ShareKind.choices)
     compute_pct = models.PositiveSmallIntegerField(default=100)
     memory_mib = models.PositiveIntegerField(default=0)

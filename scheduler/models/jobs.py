@@ -6,8 +6,10 @@ from scheduler.choices import JobStatus, SharingMode, TopologyRequirement, Workl
 class Job(models.Model):
     """A tenant's request for GPUs and what became of it. Status changes only through scheduler.actions."""
 
-    tenant = models.ForeignKey("scheduler.Tenant", on_delete=models.CASCADE, related_name="jobs")
-    pool = models.ForeignKey("scheduler.Pool", on_delete=models.PROTECT, related_name="jobs")
+    # No index of their own: the (pool, status) and (tenant, status) indexes below begin with them and serve every
+    # lookup by either. A job row changes several times in its life and every index takes an entry each time.
+    tenant = models.ForeignKey("scheduler.Tenant", on_delete=models.CASCADE, related_name="jobs", db_index=False)
+    pool = models.ForeignKey("scheduler.Pool", on_delete=models.PROTECT, related_name="jobs", db_index=False)
     name = models.CharField(max_length=128)
     # Shape: `gpus` in total; for a gang, `nodes` x `gpus_per_node` (all-or-nothing).
     gpus = models.PositiveIntegerField()
