@@ -401,8 +401,17 @@ class _Round:
                 floor0 = service_floor(job, prio0)
                 if floor0 is None:
                     return verdict.reason, "quota_blocked"
-                counters["preemption_attempts"] += 1
                 res_list0 = pool_res.get(pool)
+                # A try that failed stands for the jobs alike in what it read (as `preempt_fail` below): the
+                # clones of a tenant over its quota would otherwise spend the round's whole budget on one answer.
+                qkey = (key, prio0, True, job.tenant, floor0, len(res_list0) if res_list0 else 0)
+                if qkey in preempt_fail:
+                    note0 = min_run_note.get(qkey)
+                    if note0 is None:
+                        return verdict.reason, "quota_blocked"
+                    reason = reasons_out[jid] = reasons.min_run_wait(verdict.reason or "", note0)
+                    return reason, "quota_blocked"
+                counters["preemption_attempts"] += 1
                 avoid0 = {g for r in res_list0 for g in r.gpu_ids} if res_list0 else frozenset()
                 msg = self._preempt(job, ctx, verdict, prio0, avoid0, floor0, entry[2])
                 if msg is not None:
@@ -413,6 +422,10 @@ class _Round:
                 note0 = self._min_run_wait.pop(jid, None)
                 if note0 is not None:
                     reasons_out[jid] = reasons.min_run_wait(verdict.reason or "", note0)
+                if cacheable:
+                    preempt_fail.add(qkey)
+                    if note0 is not None:
+                        min_run_note[qkey] = note0
                 return None
             res_list = pool_res.get(pool)
             if res_list:

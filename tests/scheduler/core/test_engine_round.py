@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 
 from scheduler.core import schedule
+from scheduler.core.policies import FifoPolicy
 from scheduler.core.types import Share
 from tests.scheduler.core.builders import SnapBuilder, config
 
@@ -613,6 +614,31 @@ def test_a_quota_blocked_job_whose_victim_is_young_says_when_it_may_preempt():
         "tenant quota: 2 GPUs in use + 2 asked = 4, more than 2 guaranteed + 0 borrowable = 2; may preempt in "
         "about 3 min, when the jobs it needs have run their minimum time"
     )
+
+
+def test_quota_blocked_jobs_alike_spend_one_preemption_try_between_them():
+    # 6 GPUs, FIFO, 2 preemption tries a round. Tenant t is guaranteed 2 GPUs, borrows 0; its job 20 (GPUs 0-1,
+    # 1600 GPU-s: level 1) started 100 s ago, within the 300 s minimum run. Jobs 1-3 of t (2 GPUs each, level 0)
+    # are quota-blocked (2 + 2 = 4 > 2) and alike: job 1 tries to have job 20 give way and cannot yet (200 s
+    # left: about 3 min); jobs 2 and 3 read the same and do not try again. Job 21 of tenant v (priority 10) holds
+    # GPUs 2-5; job 4 of tenant u (priority 100, 4 GPUs, within u's guaranteed 4) fits nowhere else and takes
+    # the second try: job 21 gives way to it.
+    b = one_node(gpus=6)
+    b.tenant("t", {1: (2, 0)})
+    b.tenant("u", {1: (4, 0)})
+    b.run(20, {"n1": [0, 1]}, priority=50, started_at=b.now - 100, attained_gpu_s=1600.0)
+    b.run(21, {"n1": [2, 3, 4, 5]}, tenant="v", priority=10)
+    for jid in (1, 2, 3):
+        b.job(jid, gpus=2, priority=50)
+    b.job(4, gpus=4, tenant="u", priority=100)
+    d = schedule(b.snapshot(config(max_preemption_attempts=2)), FifoPolicy())
+    assert d.stats["preemption_attempts"] == 2
+    assert [(p.job_id, p.for_job) for p in d.preemptions] == [(21, 4)]
+    wait = (
+        "tenant quota: 2 GPUs in use + 2 asked = 4, more than 2 guaranteed + 0 borrowable = 2; may preempt in "
+        "about 3 min, when the jobs it needs have run their minimum time"
+    )
+    assert [d.pending_reasons[j] for j in (1, 2, 3)] == [wait, wait, wait]
 
 
 def stopping_case(**cfg) -> tuple[SnapBuilder, object]:
