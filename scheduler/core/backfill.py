@@ -62,29 +62,57 @@ def job_end(placer: Placer, jid: int) -> float:
     return max(end, now + min(60.0, run / 4))
 
 
-def plan_reservation(
-    placer: Placer,
-    ctx: JobCtx,
-    started: dict[int, tuple[float, list[tuple[GpuSlot, Share]]]] | None = None,
-) -> tuple[float, Candidate] | None:
-    """(start time, placement) of the blocked job once enough running jobs have ended, or None.
-    `started`: jobs placed earlier in this round, job id -> (expected end, shares); they end too."""
+Ends = list[tuple[float, int, list[tuple[GpuSlot, Share]]]]  # (expected end, job id, its shares), in that order
+
+
+def running_ends(placer: Placer, ctx: JobCtx) -> Ends:
+    """The snapshot's running jobs on the eligible nodes of the job's partitions, by expected end (then id).
+
+    Within a round this changes only when a job starts stopping: the engine keeps it per partitions and number of
+    jobs stopping (`plan_reservation`'s `ends_cache`)."""
     st = placer.state
-    part_ids = {id(p) for p in ctx.parts}
     jobs: set[int] = set()
     for part in ctx.parts:
         for node in part.nodes:
             if node.eligible:
                 jobs.update(st.jobs_on_node.get(node.name, ()))
-    ends: list[tuple[float, int, list[tuple[GpuSlot, Share]]]] = [
-        (job_end(placer, j), j, st.job_gpus.get(j, [])) for j in jobs if j in st.running
+    running, job_gpus = st.running, st.job_gpus
+    ends = [(job_end(placer, j), j, job_gpus.get(j, [])) for j in jobs if j in running]
+    ends.sort(key=_end_then_id)
+    return ends
+
+
+def _end_then_id(t: tuple) -> tuple[float, int]:
+    return (t[0], t[1])
+
+
+def plan_reservation(
+    placer: Placer,
+    ctx: JobCtx,
+    started: dict[int, tuple[float, list[tuple[GpuSlot, Share]]]] | None = None,
+    ends_cache: dict[tuple, Ends] | None = None,
+) -> tuple[float, Candidate] | None:
+    """(start time, placement) of the blocked job once enough running jobs have ended, or None.
+    `started`: jobs placed earlier in this round, job id -> (expected end, shares); they end too.
+    `ends_cache`: the round's `running_ends` so far, by (partitions, jobs stopping)."""
+    st = placer.state
+    part_ids = {id(p) for p in ctx.parts}
+    key = (frozenset(part_ids), len(st.stopping))  # stopping only grows during a round's placement phase
+    ends = ends_cache.get(key) if ends_cache is not None else None
+    if ends is None:
+        ends = running_ends(placer, ctx)
+        if ends_cache is not None:
+            ends_cache[key] = ends
+    extra = [
+        (end, jid, held)
+        for jid, (end, held) in (started or {}).items()
+        if any(g.node.part is not None and id(g.node.part) in part_ids for g, _ in held)
     ]
-    for jid, (end, held) in (started or {}).items():
-        if any(g.node.part is not None and id(g.node.part) in part_ids for g, _ in held):
-            ends.append((end, jid, held))
+    if extra:
+        ends = ends + extra  # a copy: the kept list stays the snapshot's
+        ends.sort(key=_end_then_id)
     if not ends:
         return None
-    ends.sort(key=lambda t: (t[0], t[1]))
     mark = st.journal()
     try:
         probes = 0

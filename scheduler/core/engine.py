@@ -123,6 +123,7 @@ class _Round:
         }
         self._min_run_wait: dict[int, float] = {}  # job -> seconds until the victims it needs may be preempted
         self._claim_blocks: list = []  # claimed GPUs blocked at the end of the placement phase
+        self._res_ends: dict = {}  # backfill.running_ends by (partitions, jobs stopping), for this round
 
     # ------------------------------------------------------------------ phases
 
@@ -540,7 +541,7 @@ class _Round:
                     trivial = False
                     res_tried[pool] = tried + 1
                     res_tried_keys.add(key)
-                    planned = plan_reservation(placer, ctx, self.started)
+                    planned = plan_reservation(placer, ctx, self.started, self._res_ends)
                     if planned is not None:
                         start_at, cand = planned
                         held = hold_reservation(placer, jid, start_at, cand, pool)
@@ -759,7 +760,7 @@ class _Round:
         plans[key] = None
         leaf = placer.reprice(ctx, job)
         leaf.require = "leaf"
-        planned = plan_reservation(placer, leaf, self.started)
+        planned = plan_reservation(placer, leaf, self.started, self._res_ends)
         if planned is None:
             return None
         start_at, lcand = planned
