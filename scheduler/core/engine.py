@@ -583,13 +583,19 @@ class _Round:
         ended: dict[int, tuple[str, str | None]] = {}
         remember = self.remember_turns
         pool_of = [t[0][0] for t in turns]
+        # The signatures remembered per pool since it last forgot: forgetting costs what was remembered, not a walk
+        # of every pool's turns (a round that fills the cluster forgets after each of thousands of placements).
+        ended_in: dict[int, list[int]] = {}
 
         def forget(pool: int, tries_before: int) -> None:
             if counters["preemption_attempts"] != tries_before:
                 ended.clear()
+                ended_in.clear()
             else:
-                for s in [s for s in ended if pool_of[s >> 1] == pool]:
-                    del ended[s]
+                sigs = ended_in.pop(pool, None)
+                if sigs:
+                    for s in sigs:
+                        ended.pop(s, None)
 
         for job, tid in zip(ordered, tids, strict=True):
             jid = job.id
@@ -625,6 +631,11 @@ class _Round:
                 forget(pool_of[tid], tries)
             elif remember:
                 ended[sig] = out
+                lst = ended_in.get(pool_of[tid])
+                if lst is None:
+                    ended_in[pool_of[tid]] = [sig]
+                else:
+                    lst.append(sig)
         self._claim_blocks = [b for bl in blocked.values() for b in bl]
 
     def _turn_ids(self, ordered: list[JobRequest]) -> tuple[list[tuple], list[int]]:
