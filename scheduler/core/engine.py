@@ -315,33 +315,30 @@ class _Round:
         backfill = cfg.backfill
         # Who could be preempted at all, per pool: a job at or below the lowest victim priority, with no
         # borrowed jobs of other tenants to reclaim, does not try (the common case once the pool is full).
+        # Least attained service between equals: per (tenant, pool, priority) the highest service level of a
+        # running job that could give way to a job of its own line (none: nobody tries).
         min_victim: dict[int, int] = {}
         borrowers: dict[int, set[str]] = {}
+        svc_max: dict[tuple, int] = {}
+        svc = self.service if cfg.service_preemption else None
+        stopping = st.stopping
         for jid, rj in st.running.items():
             req = rj.request
-            if not req.preemptible or jid in st.stopping:
+            if not req.preemptible or jid in stopping:
                 continue
             p = effective_priority(req, tenants)
             if p < min_victim.get(req.pool, big):
                 min_victim[req.pool] = p
             if rj.borrowed:
                 borrowers.setdefault(req.pool, set()).add(req.tenant)
-        self._borrowers = borrowers
-        stopping_before = set(st.stopping)
-        stopping_checked: set[tuple] = set()
-        # Least attained service between equals: per (tenant, pool, priority) the highest service level of a
-        # running job that could give way to a job of its own line (none: nobody tries).
-        svc_max: dict[tuple, int] = {}
-        svc = self.service if cfg.service_preemption else None
-        if svc is not None:
-            for jid, rj in st.running.items():
-                req = rj.request
-                if not req.preemptible or jid in st.stopping:
-                    continue
-                k3 = (req.tenant, req.pool, effective_priority(req, tenants))
+            if svc is not None:
+                k3 = (req.tenant, req.pool, p)
                 r = svc.level(req)
                 if r > svc_max.get(k3, -1):
                     svc_max[k3] = r
+        self._borrowers = borrowers
+        stopping_before = set(st.stopping)
+        stopping_checked: set[tuple] = set()
 
         # The levels the queue was ordered by (ServiceRank.sort_keys); not shared when a base <= 1 makes
         # sort_keys and level() part ways.
