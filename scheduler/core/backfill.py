@@ -118,12 +118,12 @@ def plan_reservation(
         probes = 0
         limit = st.config.backfill_probes
         n = ctx.n
+        # Every job listed holds a GPU in the job's partitions (running_ends walks their nodes; `extra` is filtered),
+        # so each release may be the one that lets it fit.
+        release = st.release
         for i, (end, _, held) in enumerate(ends):
-            useful = any(g.node.part is not None and id(g.node.part) in part_ids for g, _ in held)
             for g, sh in held:
-                st.release(g, sh)
-            if not useful:
-                continue
+                release(g, sh)
             if ctx.sharing == "exclusive" and sum(p.free_total for p in ctx.parts) < n:
                 continue
             last = i == len(ends) - 1
