@@ -20,11 +20,12 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 
 from scheduler.core.policies import Line
+from scheduler.core.state import ClusterState
 from scheduler.core.types import JobRequest
 
 
 class RoundCarry:
-    __slots__ = ("jobs", "line_of", "lines", "service_keys", "signature", "turn_ids", "turn_table")
+    __slots__ = ("jobs", "line_of", "lines", "service_keys", "signature", "state", "turn_ids", "turn_table")
 
     def __init__(self) -> None:
         self.clear()
@@ -39,6 +40,8 @@ class RoundCarry:
         self.line_of: dict[int, tuple[tuple, tuple]] = {}  # job id -> (its line, its sort key there)
         self.turn_ids: dict[int, int] = {}  # job id -> the number of its turn's signature (engine)
         self.turn_table: dict[tuple, int] = {}  # turn signature -> its number
+        # The last round's cluster index (ClusterState), brought to the next snapshot by `advance` (engine).
+        self.state: ClusterState | None = None
 
     def begin(self, pending: list[JobRequest], ids: set[int], signature: Hashable) -> list[JobRequest]:
         """Start a round over `pending` (their ids: `ids`): drop what is kept for jobs gone or changed, and return the

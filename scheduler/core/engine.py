@@ -131,7 +131,12 @@ class _Round:
         t_all = t = time.perf_counter()
         snap = self.snap
         topo = snap.topology if snap.topology is not None else build_topology(snap.fabric)
-        self.state = st = ClusterState(snap, topo)
+        # The last round's index, brought to this snapshot where only occupancy and load changed (ClusterState.
+        # advance): the same index a build gives, for the nodes this round changed and the last one touched.
+        kept = self.carry.state if self.carry is not None else None
+        if kept is not None:
+            self.carry.state = None  # until this round ends well
+        self.state = st = kept if kept is not None and kept.advance(snap, topo) else ClusterState(snap, topo)
         self.placer = Placer(st)
         self.tenants = {tn.name: tn for tn in snap.tenants}
         t = self._lap("build", t)
@@ -215,6 +220,8 @@ class _Round:
         unblock_gpus(st, self._claim_blocks)
         t = self._lap("migrate", t)
 
+        if self.carry is not None:
+            self.carry.state = st
         self.ms["total"] = round((time.perf_counter() - t_all) * 1000, 3)
         self.dec.stats = {
             **self.counters,

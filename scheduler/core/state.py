@@ -23,6 +23,7 @@ reservations) and undo it exactly.
 from __future__ import annotations
 
 from dataclasses import replace
+from operator import attrgetter
 from typing import Any
 
 from scheduler.core import mig as miglib
@@ -38,6 +39,16 @@ from scheduler.core.topology import (
 from scheduler.core.types import Config, PoolState, RunningJob, Share, Snapshot
 
 HOST_UNTRACKED = 1 << 60  # CPU / memory left on a node that does not track it
+
+# What a kept state takes as given about a node and its GPUs (ClusterState.advance): all but occupancy and load.
+_node_shape = attrgetter(
+    "hostname", "schedulable", "storage", "nvlink_islands", "hca_gbps", "up", "cpu_milli", "memory_mib"
+)
+_gpu_shape = attrgetter("id", "index", "model", "memory_mib", "healthy", "nvlink_gbps")
+
+
+def _gpu_order(g: GpuSlot) -> tuple[int, int]:
+    return (g.node.seq, g.pos)
 
 
 class GpuSlot:
@@ -121,12 +132,14 @@ class NodeSlot:
         "pool",
         "reachable",
         "schedulable",
+        "seq",
         "storage",
         "up",
     )
 
     def __init__(self, ns) -> None:
         self.name = ns.hostname
+        self.seq = 0  # its place in the snapshot's node order (ClusterState sets it)
         self.up = ns.up
         self.schedulable = ns.schedulable
         self.storage = ns.storage
@@ -284,7 +297,11 @@ class ClusterState:
         # Nodes whose cached state (NodeSlot.frag_sig) was dropped since the placer last looked: None until a
         # placer keeps an index of node states (the host-aware fragmentation search).
         self.sig_dirty: list[NodeSlot] | None = None
+        # Nodes whose GPUs a hold or release changed since the state was built or brought to a snapshot: what
+        # `advance` reads again (with the nodes whose state the snapshot changed).
+        self.touched: set[NodeSlot] = set()
         self._build(snapshot)
+        self._built_warnings = list(self.warnings)
 
     # ------------------------------------------------------------------ build
 
@@ -298,30 +315,13 @@ class ClusterState:
                 else:
                     pool_of[h] = p.id
         self._live_network(snap)
-        topo = self.topo
         for i, ns in enumerate(snap.nodes):
             node = NodeSlot(ns)
+            node.seq = i
             self.nodes[node.name] = node
             for g in node.gpus:
                 self.gpus[g.id] = g
-            gid = topo.group_of.get(node.name)
-            if gid is not None:
-                node.group = gid
-                node.pod = topo.groups[gid].pod
-                node.reachable = True
-            else:
-                node.group = -1 - i  # a group of its own, joined to others only at the fabric level
-                # In the fabric with no live link: cut off. Absent from it: location unknown, assumed
-                # reachable at its HCA rate and joined to others only at the fabric level.
-                node.off_fabric = node.name in topo.graph.host_index
-                node.reachable = not node.off_fabric
-                if node.reachable:
-                    self._node_net.setdefault(node.name, ns.hca_gbps / 8.0)
-                    self._node_nominal.setdefault(node.name, ns.hca_gbps / 8.0)
-            node.net_gbs = self._node_net.get(node.name, 0.0)
-            node.nominal_gbs = self._node_nominal.get(node.name, 0.0)
-            node.hot = node.name in self._node_hot
-            node.err = node.name in self._node_err
+            self._node_network(node, ns)
             pid = pool_of.get(node.name)
             node.pool = pid
             node.eligible = pid is not None and ns.up and ns.schedulable and node.G > 0
@@ -356,7 +356,45 @@ class ClusterState:
                     healthy = sum(1 for g in node.gpus if g.healthy)
                     part.gcap[node.group] = part.gcap.get(node.group, 0) + healthy
                     part.cap_total += healthy
-        # Running jobs: who holds what (occupancy itself comes from GpuState, see types.py).
+        self._add_running(snap)
+        for node in self.nodes.values():
+            part = node.part
+            if part is not None and part.sharing != "exclusive":
+                for g in node.gpus:
+                    self._refresh(g)
+            elif node.eligible:
+                mask = 0
+                for g in node.gpus:
+                    if g.healthy and not (g.excl or g.mps_pct or g.mps_mem or g.mig_mask or g.ts_used):
+                        mask |= g.bit
+                if mask:
+                    self._set_node_free(node, mask)
+
+    def _node_network(self, node: NodeSlot, ns) -> None:
+        """The node's place in the fabric and the bandwidth it has left (from `_live_network`)."""
+        topo = self.topo
+        gid = topo.group_of.get(node.name)
+        if gid is not None:
+            node.group = gid
+            node.pod = topo.groups[gid].pod
+            node.reachable = True
+        else:
+            node.group = -1 - node.seq  # a group of its own, joined to others only at the fabric level
+            # In the fabric with no live link: cut off. Absent from it: location unknown, assumed
+            # reachable at its HCA rate and joined to others only at the fabric level.
+            node.off_fabric = node.name in topo.graph.host_index
+            node.reachable = not node.off_fabric
+            if node.reachable:
+                self._node_net.setdefault(node.name, ns.hca_gbps / 8.0)
+                self._node_nominal.setdefault(node.name, ns.hca_gbps / 8.0)
+        node.net_gbs = self._node_net.get(node.name, 0.0)
+        node.nominal_gbs = self._node_nominal.get(node.name, 0.0)
+        node.hot = node.name in self._node_hot
+        node.err = node.name in self._node_err
+
+    def _add_running(self, snap: Snapshot) -> None:
+        """Running jobs: who holds what (occupancy itself comes from GpuState, see types.py), and the host CPU and
+        memory they take."""
         for rj in snap.running:
             jid = rj.request.id
             self.running[jid] = rj
@@ -379,18 +417,86 @@ class ClusterState:
             self.job_gpus[jid] = held
             if rj.stopping:
                 self.stopping.add(jid)
-        for node in self.nodes.values():
-            part = node.part
-            if part is not None and part.sharing != "exclusive":
-                for g in node.gpus:
-                    self._refresh(g)
-            elif node.eligible:
-                mask = 0
-                for g in node.gpus:
-                    if g.healthy and not (g.excl or g.mps_pct or g.mps_mem or g.mig_mask or g.ts_used):
-                        mask |= g.bit
-                if mask:
-                    self._set_node_free(node, mask)
+
+    # ------------------------------------------------------------------ kept between rounds
+
+    def advance(self, snapshot: Snapshot, topo: Topology) -> bool:
+        """Bring this state, built for an earlier snapshot of the same cluster and changed since by that round, to
+        `snapshot`: afterwards it holds what `ClusterState(snapshot, topo)` would, in the same orders (placement
+        breaks ties in the order of the buckets). Reads again only the nodes whose state the snapshot changed or
+        whose GPUs the round held or released, and the running jobs. False, with nothing changed, when more than
+        occupancy and load changed (nodes, their GPUs or health, pools, configuration, topology): build afresh.
+        """
+        prev = self.snapshot
+        if topo is not self.topo or len(snapshot.nodes) != len(prev.nodes):
+            return False
+        if snapshot.config is not prev.config and snapshot.config != prev.config:
+            return False
+        if snapshot.pools is not prev.pools and list(snapshot.pools) != list(prev.pools):
+            return False
+        nodes = list(self.nodes.values())
+        changed: list[NodeSlot] = []
+        for node, ns, old in zip(nodes, snapshot.nodes, prev.nodes, strict=True):
+            if ns is old:
+                continue
+            if (
+                len(ns.gpus) != len(old.gpus)
+                or _node_shape(ns) != _node_shape(old)
+                or any(
+                    gs is not og and _gpu_shape(gs) != _gpu_shape(og) for gs, og in zip(ns.gpus, old.gpus, strict=True)
+                )
+            ):
+                return False
+            changed.append(node)
+        # Nothing refuses from here on.
+        self.snapshot, self.config, self.now = snapshot, snapshot.config, snapshot.now
+        self.params = snapshot.config.cost
+        self.pools = {p.id: p for p in snapshot.pools}
+        self.warnings = list(self._built_warnings)
+        self.journal_log, self._journal_depth, self.sig_dirty = None, 0, None
+        if snapshot.link_utilisation != prev.link_utilisation or snapshot.link_errors != prev.link_errors:
+            self._live_network(snapshot)
+            for node, ns in zip(nodes, snapshot.nodes, strict=True):
+                self._node_network(node, ns)
+        for node in {*changed, *self.touched}:
+            for g, gs in zip(node.gpus, snapshot.nodes[node.seq].gpus, strict=True):
+                g.util = gs.utilisation
+                g.excl = 1 if gs.exclusive_job is not None else 0
+                g.mps_pct = gs.mps_compute_pct_used
+                g.mps_mem = gs.mps_memory_mib_used
+                g.mig_used = list(gs.mig_used)
+                if node.part is None or node.part.sharing != "mig":
+                    g.profiles = miglib.profiles_for(gs.model, gs.memory_mib) if gs.mig_used else {}
+                g.mig_mask = miglib.occupied_mask(g.profiles, g.mig_used) if g.mig_used else 0
+                g.ts_used = gs.timeslice_used
+                self._refresh(g)
+        self.touched = set()
+        for node in nodes:
+            node.frag_sig = None
+            node.cpu_free, node.mem_free = node.cpu_cap, node.mem_cap
+            for g in node.gpus:
+                if g.ts_reps:
+                    g.ts_reps = set()
+        self.running, self.job_gpus, self.jobs_on_node, self.stopping = {}, {}, {}, set()
+        self._add_running(snapshot)
+        self._order_buckets()
+        return True
+
+    def _order_buckets(self) -> None:
+        """Put every bucket in the order a build gives it: nodes in the snapshot's order, GPUs by node then index
+        (holds and releases move a node or GPU to the end of its new bucket)."""
+        node_key, gpu_key = attrgetter("seq"), _gpu_order
+        for part in self.partitions.values():
+            for buckets, key in (
+                (part.buckets, node_key),
+                *((gb, node_key) for gb in part.gbuckets.values()),
+                (part.mps_b, gpu_key),
+                *((mb, gpu_key) for mb in part.mig_b.values()),
+                (part.ts_b, gpu_key),
+            ):
+                for k, bucket in enumerate(buckets):
+                    if len(bucket) > 1:
+                        buckets[k] = dict.fromkeys(sorted(bucket, key=key))
 
     def _live_network(self, snap: Snapshot) -> None:
         """Per node / group / pod bandwidth left after live utilisation and errors (delta from nominal)."""
@@ -548,6 +654,7 @@ class ClusterState:
 
     def _changed(self, node: NodeSlot) -> None:
         """Drop the node's cached state and tell the placer's index (`sig_dirty`), once per change of it."""
+        self.touched.add(node)
         if node.frag_sig is not None:
             node.frag_sig = None
             if self.sig_dirty is not None:

@@ -362,5 +362,10 @@ def next_round(
     for i, like in enumerate(rng.sample(queued, min(k, len(queued)))):
         copy = replace(like, id=top_id + 1 + i, queue_seq=top_seq + 1 + i, submitted_at=now, attained_gpu_s=0.0)
         pending[copy.id] = copy
-    nodes = [replace(n, gpus=tuple(gpu[g.id] for g in n.gpus)) if n.gpus else n for n in snapshot.nodes]
+    # A node none of whose GPUs changed is the same object, as the snapshot adapter keeps it (what a kept
+    # ClusterState reads again is what changed).
+    nodes = [
+        replace(n, gpus=tuple(gpu[g.id] for g in n.gpus)) if any(gpu[g.id] is not g for g in n.gpus) else n
+        for n in snapshot.nodes
+    ]
     return replace(snapshot, now=now, nodes=nodes, pending=list(pending.values()), running=list(running.values()))

@@ -1,0 +1,181 @@
+"""A cluster index kept between rounds (ClusterState.advance, held in the RoundCarry) is the index a build gives:
+every field of every node, GPU and partition, every bucket in its order, the running jobs in theirs. Checked over
+churn rounds of a cluster with all four ways of sharing (exclusive, MPS, MIG, time-sliced), with the live load
+moving, and refused where more than occupancy and load changed."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from scheduler.core.carry import RoundCarry
+from scheduler.core.engine import schedule
+from scheduler.core.state import ClusterState, GpuSlot, NodeSlot, Partition
+from scheduler.core.synthetic import next_round, synthetic_snapshot
+from scheduler.core.topology import build_topology
+
+
+def _slots(obj, skip: tuple[str, ...] = ()) -> dict:
+    return {name: getattr(obj, name) for name in type(obj).__slots__ if name not in skip}
+
+
+def _gpu(g: GpuSlot) -> dict:
+    out = _slots(g, skip=("node", "ts_reps", "mig_keys"))
+    out["ts_reps"] = sorted(g.ts_reps)
+    out["mig_keys"] = sorted(g.mig_keys.items())
+    return out
+
+
+def _names(bucket) -> list:
+    return [x.name if isinstance(x, NodeSlot) else x.id for x in bucket]
+
+
+def _partition(p: Partition) -> dict:
+    out = _slots(p, skip=("nodes", "buckets", "gbuckets", "mps_b", "mig_b", "ts_b", "gfree", "gcap"))
+    out["nodes"] = _names(p.nodes)
+    out["buckets"] = [_names(b) for b in p.buckets]
+    out["gbuckets"] = [(grp, [_names(b) for b in lst]) for grp, lst in p.gbuckets.items()]
+    out["gfree"], out["gcap"] = list(p.gfree.items()), list(p.gcap.items())
+    out["mps_b"] = [_names(b) for b in p.mps_b]
+    out["mig_b"] = [(name, [_names(b) for b in lst]) for name, lst in p.mig_b.items()]
+    out["ts_b"] = [_names(b) for b in p.ts_b]
+    return out
+
+
+def fingerprint(st: ClusterState) -> dict:
+    """Everything placement reads of the index, orders included."""
+    nodes = []
+    for node in st.nodes.values():
+        n = _slots(node, skip=("gpus", "part", "frag_sig"))
+        n["part"] = node.part.key if node.part is not None else None
+        n["frag_sig"] = node.frag_sig
+        n["gpus"] = [_gpu(g) for g in node.gpus]
+        nodes.append(n)
+    return {
+        "now": st.now,
+        "nodes": nodes,
+        "gpus": list(st.gpus),
+        "partitions": [(k, _partition(p)) for k, p in st.partitions.items()],
+        "pool_parts": [(pid, [p.key for p in parts]) for pid, parts in st.pool_parts.items()],
+        "running": list(st.running.items()),
+        "job_gpus": [(jid, [(g.id, sh) for g, sh in held]) for jid, held in st.job_gpus.items()],
+        "jobs_on_node": [(name, list(jobs)) for name, jobs in st.jobs_on_node.items()],
+        "stopping": sorted(st.stopping),
+        "network": [
+            list(st.group_oeff.items()),
+            list(st.group_hot.items()),
+            list(st.pod_oeff.items()),
+            list(st.pod_hot.items()),
+            list(st._node_net.items()),
+            list(st._node_nominal.items()),
+            sorted(st._node_hot),
+            sorted(st._node_err),
+        ],
+        "warnings": st.warnings,
+        "journal": (st.journal_log, st.sig_dirty, st.touched),
+    }
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    snap = synthetic_snapshot(512, 2000, 0.7, seed=3)
+    return snap, snap.topology  # the index of the fabric the snapshot carries (as the adapter caches it)
+
+
+def _load_moved(snap, step: int):
+    """The live load of every third link changed, as a telemetry poll between two rounds changes it."""
+    util = {k: (u + 0.1 * step) % 1.0 if i % 3 == 0 else u for i, (k, u) in enumerate(snap.link_utilisation.items())}
+    return replace(snap, link_utilisation=util)
+
+
+@pytest.mark.parametrize("load_moves", [False, True], ids=["steady-load", "load-moves"])
+def test_the_kept_index_is_the_built_one_after_each_churn_round(cluster, load_moves):
+    snap, topo = cluster
+    carry = RoundCarry()
+    dec = schedule(snap, carry=carry)
+    for i in range(5):
+        snap = next_round(snap, dec, 0.03, seed=i)
+        if load_moves:
+            snap = _load_moved(snap, i + 1)
+        kept = carry.state
+        assert kept is not None and kept.touched  # the round held and released GPUs on it
+        assert kept.advance(snap, topo)
+        assert fingerprint(kept) == fingerprint(ClusterState(snap, topo))
+        dec = schedule(snap, carry=carry)
+
+
+def test_decisions_with_the_kept_index_are_those_with_a_built_one(cluster):
+    snap, _ = cluster
+    kept_carry, fresh_carry = RoundCarry(), RoundCarry()
+    kept_dec = schedule(snap, carry=kept_carry)
+    fresh_dec = schedule(snap, carry=fresh_carry)
+    for i in range(5):
+        snap = _load_moved(next_round(snap, kept_dec, 0.03, seed=i), i)
+        fresh_carry.state = None  # the other carry keeps its jobs' values but builds its index every round
+        kept_dec, fresh_dec = schedule(snap, carry=kept_carry), schedule(snap, carry=fresh_carry)
+        assert kept_carry.state is not None
+        assert kept_dec.placements == fresh_dec.placements and kept_dec.reservations == fresh_dec.reservations
+        assert kept_dec.preemptions == fresh_dec.preemptions and kept_dec.migrations == fresh_dec.migrations
+        assert kept_dec.pending_reasons == fresh_dec.pending_reasons
+
+
+def _kept_after_one_round(cluster):
+    snap, topo = cluster
+    carry = RoundCarry()
+    dec = schedule(snap, carry=carry)
+    return carry.state, next_round(snap, dec, 0.03, seed=9), topo
+
+
+def _with_node(snap, i: int, **changes):
+    nodes = list(snap.nodes)
+    nodes[i] = replace(nodes[i], **changes)
+    return replace(snap, nodes=nodes)
+
+
+def test_a_gpu_whose_health_changed_makes_the_index_build_again(cluster):
+    kept, snap, topo = _kept_after_one_round(cluster)
+    node = snap.nodes[4]
+    gpus = (replace(node.gpus[0], healthy=not node.gpus[0].healthy), *node.gpus[1:])
+    assert not kept.advance(_with_node(snap, 4, gpus=gpus), topo)
+
+
+def test_a_node_that_went_down_makes_the_index_build_again(cluster):
+    kept, snap, topo = _kept_after_one_round(cluster)
+    assert not kept.advance(_with_node(snap, 4, up=False), topo)
+
+
+def test_another_topology_makes_the_index_build_again(cluster):
+    kept, snap, _ = _kept_after_one_round(cluster)
+    assert not kept.advance(snap, build_topology(snap.fabric))
+
+
+def test_a_refused_advance_leaves_the_index_as_it_was(cluster):
+    kept, snap, topo = _kept_after_one_round(cluster)
+    before = fingerprint(kept)
+    assert not kept.advance(_with_node(snap, 4, up=False), topo)
+    assert fingerprint(kept) == before
+
+
+def test_a_round_that_fails_half_way_drops_the_kept_index(cluster, monkeypatch):
+    snap, _ = cluster
+    carry = RoundCarry()
+    dec = schedule(snap, carry=carry)
+    assert carry.state is not None
+
+    def boom(*_a, **_k):
+        raise RuntimeError("half-way")
+
+    monkeypatch.setattr("scheduler.core.engine.plan_migrations", boom)
+    with pytest.raises(RuntimeError):
+        schedule(next_round(snap, dec, 0.03, seed=1), carry=carry)
+    assert carry.state is None
+
+
+def test_what_the_last_rounds_placer_cached_on_a_node_is_dropped(cluster):
+    # The fragmentation search caches a node's state on it (NodeSlot.frag_sig) for its own round only.
+    kept, snap, topo = _kept_after_one_round(cluster)
+    for node in kept.nodes.values():
+        node.frag_sig = ("a value the last round's placer left",)
+    assert kept.advance(snap, topo)
+    assert fingerprint(kept) == fingerprint(ClusterState(snap, topo))
