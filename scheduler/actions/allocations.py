@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F
@@ -36,9 +37,9 @@ class LedgerRoom:
     replicas_max: int
 
 
-@dataclass(frozen=True)
-class ShareSpec:
-    """One GPU's part for a job, as the engine decided it."""
+class ShareSpec(NamedTuple):
+    """One GPU's part for a job, as the engine decided it. A named tuple, not a frozen dataclass: a round that fills
+    a cluster makes one per GPU it places (10,000), and a frozen dataclass sets each field through a call."""
 
     gpu_id: int
     kind: str

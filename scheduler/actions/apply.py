@@ -220,10 +220,12 @@ def _place_all(placements, index, round_id: int, now) -> tuple[list, list[tuple[
     if not placements:
         return [], []
     specs = {p.job_id: _shares(p, index) for p in placements}
+    # Ids go to `__any_of` as a set or a view, not a list: the ORM walks a list's items one by one looking for
+    # expressions (3 ms per 10,000). The rows are locked in the ORDER BY's order, the lock order, whatever theirs.
     current = {
         pk: (status, version, held)
         for pk, status, version, held in jobs_for_update()
-        .filter(pk__any_of=sorted(specs))
+        .filter(pk__any_of=specs.keys())
         .order_by("pk")
         .values_list("pk", "status", "version", "held")
     }
@@ -231,7 +233,7 @@ def _place_all(placements, index, round_id: int, now) -> tuple[list, list[tuple[
     wanted = {s.gpu_id for v in specs.values() for s in v}
 
     def lock(ids) -> dict[int, LedgerRoom]:
-        rows = GpuLedger.objects.select_for_update(no_key=True).filter(gpu_id__any_of=sorted(ids)).order_by("gpu_id")
+        rows = GpuLedger.objects.select_for_update(no_key=True).filter(gpu_id__any_of=ids).order_by("gpu_id")
         return {row[0]: LedgerRoom(*row) for row in rows.values_list(*ledger_fields)}
 
     ledgers = lock(wanted)
@@ -257,10 +259,10 @@ def _place_all(placements, index, round_id: int, now) -> tuple[list, list[tuple[
 
     # Absolute values are safe: the rows are locked. Most touched GPUs end alike (whole and full), so one
     # UPDATE per distinct end state.
-    by_state: dict[tuple, list[int]] = defaultdict(list)
+    by_state: dict[tuple, set[int]] = defaultdict(set)
     for g in touched:
         lg = ledgers[g]
-        by_state[(lg.compute_pct, lg.memory_mib, lg.mig_slices, lg.replicas, lg.replicas_max)].append(g)
+        by_state[(lg.compute_pct, lg.memory_mib, lg.mig_slices, lg.replicas, lg.replicas_max)].add(g)
     for (pct, memory, slices, replicas, replicas_max), ids in by_state.items():
         GpuLedger.objects.filter(gpu_id__any_of=ids).update(
             compute_pct=pct, memory_mib=memory, mig_slices=slices, replicas=replicas, replicas_max=replicas_max
@@ -292,7 +294,7 @@ def _place_all(placements, index, round_id: int, now) -> tuple[list, list[tuple[
     for borrowed in (False, True):
         ids = [p.job_id for p in placed if p.borrowed == borrowed]
         for chunk in (ids[i : i + 10_000] for i in range(0, len(ids), 10_000)):
-            Job.objects.filter(pk__any_of=chunk).update(
+            Job.objects.filter(pk__any_of=set(chunk)).update(
                 status=status, status_reason=status_reason, started_at=now, borrowed=borrowed,
                 version=F("version") + 1, generation=F("generation") + 1,
             )  # fmt: skip
