@@ -11,7 +11,8 @@ breakdown of the median round. Target: p99 <= 1 s at 10,000 GPUs / 50,000 pendin
 With --churn F the timed rounds are production's steady state instead: an untimed round fills the cluster, then
 before each timed round the previous one's decisions run and F of the running jobs end while as many jobs arrive
 (`synthetic.next_round`); issue 16's goal for those is p99 <= 0.1 s. The rounds keep a carry between them
-(scheduler.core.carry), as the worker does per cluster; --no-carry times them without one.
+(scheduler.core.carry: the waiting jobs' values and the cluster index), as the worker does per cluster; --no-carry
+times them without one.
 
 With --growth-from GPUS,PENDING it times that size first, then the asked one, and prints the ratio of the two p50s
 beside the ratio of the work (GPUs + jobs waiting): issue 16's growth check, e.g.

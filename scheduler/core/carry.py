@@ -13,6 +13,10 @@ adapter hands the same object while a job's row is unchanged (scheduler.snapshot
 version). Everything else a kept value depends on (the policy, the service settings, the tenants' priority
 caps, and the clock when service aging is on) makes up the carry's `signature`; when it differs, the
 carry starts again empty and the round works everything out.
+
+It also holds the last round's cluster index (`state`), which the next round brings to its snapshot instead of
+building it (`ClusterState.advance`: the same index a build gives, orders included, or a build where more than
+occupancy and load changed).
 """
 
 from __future__ import annotations
