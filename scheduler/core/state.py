@@ -1,7 +1,8 @@
 """Mutable per-round view of the cluster, indexed for placement. PURE.
 
-Built once per round from a Snapshot (`ClusterState(snapshot, topology)`), then changed only through
-`hold()` / `release()`, which keep every index in step:
+Built from a Snapshot (`ClusterState(snapshot, topology)`), or kept from the cluster's last round and brought to
+the new snapshot (`advance`, the same index a build gives), then changed only through `hold()` / `release()`, which
+keep every index in step:
 
 * Partitions: GPUs are grouped by (pool, GPU model, memory), one `Partition` each. A job searches only
   the partitions of its pool that match its model and memory, so "no scan of all nodes".
