@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 from django.utils import timezone
@@ -24,6 +25,10 @@ __all__ = ["RoundBusy", "run_round"]
 # It is keyed on the snapshot's job objects, which the adapter keeps while their rows are unchanged, so it is right
 # whatever happened in between (another worker's rounds, a round rolled back); a round decides the same without it.
 _CARRIES: dict[int, RoundCarry] = {}
+# A carry is one round's at a time: it holds the cluster index the round changes in place (ClusterState.advance).
+# The cluster's row lock already keeps two rounds apart on PostgreSQL; this also does where that lock is a no-op
+# (SQLite) and a worker runs rounds in threads.
+_CARRY_LOCKS: dict[int, threading.Lock] = {}
 
 
 def run_round(cluster_id: int, trigger: str = "manual") -> SchedulingRound:
@@ -49,7 +54,8 @@ def _round(cluster_id: int, trigger: str) -> SchedulingRound:
     round_actions.lock_cluster(cluster_id)
     snapshot, index = build_snapshot(cluster_id)
     t1 = time.perf_counter()
-    decisions = schedule(snapshot, carry=_CARRIES.setdefault(cluster_id, RoundCarry()))
+    with _CARRY_LOCKS.setdefault(cluster_id, threading.Lock()):
+        decisions = schedule(snapshot, carry=_CARRIES.setdefault(cluster_id, RoundCarry()))
     engine_ms = (time.perf_counter() - t1) * 1000
     record = round_actions.open_round(
         cluster_id,
