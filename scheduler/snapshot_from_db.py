@@ -304,7 +304,7 @@ class _Seen:
     requests: dict[int, JobRequest] = field(default_factory=dict)
     pending: _Line = field(default_factory=_Line)  # their JobRequests, in queue order
     holders: _Line = field(default_factory=_Line)  # ids of the live jobs that are not pending, in queue order
-    shares: dict[int, tuple[tuple[Share, ...], tuple[float, ...]]] = field(default_factory=dict)  # and created at
+    shares: dict[int, tuple[Share, ...]] = field(default_factory=dict)  # holder -> its shares (created at: `running`)
     # Holder -> its RunningJob but for the service of its current run (and started_at None: not started yet), and
     # its shares' creation times (that service's start).
     running: dict[int, tuple[RunningJob, tuple[float, ...]]] = field(default_factory=dict)
@@ -424,7 +424,7 @@ def _update_shares(seen: _Seen, changed: dict) -> set[int]:
     touched: set[int] = set()
     for pk in changed:
         seen.running.pop(pk, None)
-        for sh in seen.shares.pop(pk, ((), ()))[0]:
+        for sh in seen.shares.pop(pk, ()):
             touched.add(sh.gpu_id)
             there = seen.on_gpu[sh.gpu_id]
             there.pop(pk, None)
@@ -432,7 +432,7 @@ def _update_shares(seen: _Seen, changed: dict) -> set[int]:
                 del seen.on_gpu[sh.gpu_id]
     holders = [pk for pk, (_, new) in changed.items() if new is not None and new.status != JobStatus.PENDING]
     for pk, (held_shares, created) in _read_shares(holders).items():
-        seen.shares[pk] = (held_shares, created)
+        seen.shares[pk] = held_shares
         if held_shares:
             seen.running[pk] = (_running_job(seen.rows[pk], seen.requests[pk], held_shares), created)
         for sh in held_shares:
