@@ -19,6 +19,7 @@ points, so it can be a little later than the true earliest start; it is never ea
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from scheduler.core.placement import Candidate, JobCtx, Placer
 from scheduler.core.state import GpuSlot
@@ -63,6 +64,7 @@ def job_end(placer: Placer, jid: int) -> float:
 
 
 Ends = list[tuple[float, int, list[tuple[GpuSlot, Share]]]]  # (expected end, job id, its shares), in that order
+_END_THEN_ID = itemgetter(0, 1)
 
 
 def running_ends(placer: Placer, ctx: JobCtx) -> Ends:
@@ -78,12 +80,8 @@ def running_ends(placer: Placer, ctx: JobCtx) -> Ends:
                 jobs.update(st.jobs_on_node.get(node.name, ()))
     running, job_gpus = st.running, st.job_gpus
     ends = [(job_end(placer, j), j, job_gpus.get(j, [])) for j in jobs if j in running]
-    ends.sort(key=_end_then_id)
+    ends.sort(key=_END_THEN_ID)
     return ends
-
-
-def _end_then_id(t: tuple) -> tuple[float, int]:
-    return (t[0], t[1])
 
 
 def plan_reservation(
@@ -110,7 +108,7 @@ def plan_reservation(
     ]
     if extra:
         ends = ends + extra  # a copy: the kept list stays the snapshot's
-        ends.sort(key=_end_then_id)
+        ends.sort(key=_END_THEN_ID)
     if not ends:
         return None
     mark = st.journal()

@@ -635,11 +635,7 @@ class _Round:
                 forget(pool_of[tid], tries)
             elif remember:
                 ended[sig] = out
-                lst = ended_in.get(pool_of[tid])
-                if lst is None:
-                    ended_in[pool_of[tid]] = [sig]
-                else:
-                    lst.append(sig)
+                ended_in.setdefault(pool_of[tid], []).append(sig)
         self._claim_blocks = [b for bl in blocked.values() for b in bl]
 
     def _turn_ids(self, ordered: list[JobRequest]) -> tuple[list[tuple], list[int]]:
@@ -946,16 +942,17 @@ class _Round:
         if plan is None:
             if young:
                 # Would it preempt once they have run their minimum? Then say when.
+                def eligible_later(v: int) -> bool:
+                    return v in young or eligible(v)
+
                 later_key = (*ekey, "once they have run their minimum")
                 kept_later = self._by_node.get(later_key)
                 if kept_later is None:
                     kept_later = self._by_node[later_key] = (
-                        victims_by_node(st, ctx, lambda v: v in young or eligible(v), self._victims, avoid),
+                        victims_by_node(st, ctx, eligible_later, self._victims, avoid),
                         {},
                     )
-                later = plan_preemption(
-                    placer, ctx, lambda v: v in young or eligible(v), self._victims, avoid, kept_later[0]
-                )
+                later = plan_preemption(placer, ctx, eligible_later, self._victims, avoid, kept_later[0])
                 if later is not None:
                     self.counters["min_run_protected"] += 1
                     self._min_run_wait[job.id] = max(young.get(v, 0.0) for v in later[0])
