@@ -52,3 +52,15 @@ def gpus(cluster):
     from fabric.models import GPU
 
     return list(GPU.objects.filter(node__cluster=cluster).order_by("node__hostname", "index"))
+
+
+@pytest.fixture
+def frozen_snapshot_clock(monkeypatch):
+    """One clock for every snapshot build of a test (a kept snapshot or index and a fresh one then differ in nothing
+    else), and nothing kept from an earlier test's builds."""
+    from types import SimpleNamespace
+
+    from scheduler import snapshot_from_db
+
+    monkeypatch.setattr(snapshot_from_db, "time", SimpleNamespace(time=lambda: 1_900_000_000.0))
+    snapshot_from_db.clear_caches()

@@ -3,29 +3,22 @@ read from the database it is the index a build gives, and a change of more than 
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 
 from fabric.choices import GpuHealth
 from fabric.models import GPU
-from scheduler import actions, snapshot_from_db
+from scheduler import actions
 from scheduler.core.state import ClusterState
 from scheduler.models import Job
 from scheduler.rounds import _CARRIES, run_round
-from scheduler.snapshot_from_db import build_snapshot, clear_caches
-from tests.scheduler.core.test_kept_state import fingerprint
+from scheduler.snapshot_from_db import build_snapshot
+from tests.scheduler.core.fingerprint import fingerprint
 
 pytestmark = pytest.mark.django_db
 
-NOW = 1_900_000_000.0
-
 
 @pytest.fixture(autouse=True)
-def fixed_clock(monkeypatch):
-    """One clock for every build of a test: the kept index and a fresh one differ in nothing else."""
-    monkeypatch.setattr(snapshot_from_db, "time", SimpleNamespace(time=lambda: NOW))
-    clear_caches()
+def no_carries(frozen_snapshot_clock):
     _CARRIES.clear()
     yield
     _CARRIES.clear()

@@ -5,7 +5,6 @@ a build from empty state gives."""
 from __future__ import annotations
 
 from dataclasses import replace
-from types import SimpleNamespace
 
 import pytest
 from django.db.models import F
@@ -19,16 +18,7 @@ from scheduler.models import Job
 from scheduler.rounds import run_round
 from scheduler.snapshot_from_db import _Line, _with_attained, _with_request, build_snapshot, clear_caches
 
-pytestmark = pytest.mark.django_db
-
-NOW = 1_900_000_000.0
-
-
-@pytest.fixture(autouse=True)
-def fixed_clock(monkeypatch):
-    """One clock for every build of a test: a kept snapshot and a fresh one differ in nothing else."""
-    monkeypatch.setattr(snapshot_from_db, "time", SimpleNamespace(time=lambda: NOW))
-    clear_caches()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("frozen_snapshot_clock")]
 
 
 def _snapshot(cluster_id: int):

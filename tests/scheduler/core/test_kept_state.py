@@ -11,70 +11,10 @@ import pytest
 
 from scheduler.core.carry import RoundCarry
 from scheduler.core.engine import schedule
-from scheduler.core.state import ClusterState, GpuSlot, NodeSlot, Partition
+from scheduler.core.state import ClusterState
 from scheduler.core.synthetic import next_round, synthetic_snapshot
 from scheduler.core.topology import build_topology
-
-
-def _slots(obj, skip: tuple[str, ...] = ()) -> dict:
-    return {name: getattr(obj, name) for name in type(obj).__slots__ if name not in skip}
-
-
-def _gpu(g: GpuSlot) -> dict:
-    out = _slots(g, skip=("node", "ts_reps", "mig_keys"))
-    out["ts_reps"] = sorted(g.ts_reps)
-    out["mig_keys"] = sorted(g.mig_keys.items())
-    return out
-
-
-def _names(bucket) -> list:
-    return [x.name if isinstance(x, NodeSlot) else x.id for x in bucket]
-
-
-def _partition(p: Partition) -> dict:
-    out = _slots(p, skip=("nodes", "buckets", "gbuckets", "mps_b", "mig_b", "ts_b", "gfree", "gcap"))
-    out["nodes"] = _names(p.nodes)
-    out["buckets"] = [_names(b) for b in p.buckets]
-    out["gbuckets"] = [(grp, [_names(b) for b in lst]) for grp, lst in p.gbuckets.items()]
-    out["gfree"], out["gcap"] = list(p.gfree.items()), list(p.gcap.items())
-    out["mps_b"] = [_names(b) for b in p.mps_b]
-    out["mig_b"] = [(name, [_names(b) for b in lst]) for name, lst in p.mig_b.items()]
-    out["ts_b"] = [_names(b) for b in p.ts_b]
-    return out
-
-
-def fingerprint(st: ClusterState) -> dict:
-    """Everything placement reads of the index, orders included."""
-    nodes = []
-    for node in st.nodes.values():
-        n = _slots(node, skip=("gpus", "part", "frag_sig"))
-        n["part"] = node.part.key if node.part is not None else None
-        n["frag_sig"] = node.frag_sig
-        n["gpus"] = [_gpu(g) for g in node.gpus]
-        nodes.append(n)
-    return {
-        "now": st.now,
-        "nodes": nodes,
-        "gpus": list(st.gpus),
-        "partitions": [(k, _partition(p)) for k, p in st.partitions.items()],
-        "pool_parts": [(pid, [p.key for p in parts]) for pid, parts in st.pool_parts.items()],
-        "running": list(st.running.items()),
-        "job_gpus": [(jid, [(g.id, sh) for g, sh in held]) for jid, held in st.job_gpus.items()],
-        "jobs_on_node": [(name, list(jobs)) for name, jobs in st.jobs_on_node.items()],
-        "stopping": sorted(st.stopping),
-        "network": [
-            list(st.group_oeff.items()),
-            list(st.group_hot.items()),
-            list(st.pod_oeff.items()),
-            list(st.pod_hot.items()),
-            list(st._node_net.items()),
-            list(st._node_nominal.items()),
-            sorted(st._node_hot),
-            sorted(st._node_err),
-        ],
-        "warnings": st.warnings,
-        "journal": (st.journal_log, st.sig_dirty, st.touched),
-    }
+from tests.scheduler.core.fingerprint import fingerprint
 
 
 @pytest.fixture(scope="module")

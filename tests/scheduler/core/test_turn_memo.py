@@ -7,6 +7,7 @@ import pytest
 
 from scheduler.core import build_topology, schedule
 from scheduler.core.engine import _Round
+from scheduler.core.policies import FifoPolicy
 from scheduler.core.synthetic import next_round, synthetic_snapshot
 from scheduler.core.types import Config
 from tests.scheduler.core.builders import config, two_leaves
@@ -89,8 +90,6 @@ def test_a_short_job_backfills_where_an_alike_long_one_could_not():
 def test_a_higher_priority_job_preempts_after_alike_lower_ones_could_not():
     # First in line (FIFO) three jobs of priority 10, like every running job: they may not preempt and wait. Job 4,
     # alike but of priority 50, preempts one of them.
-    from scheduler.core.policies import FifoPolicy
-
     b = two_leaves()
     b.pool(1, "train")
     _full(b, priority=10)
@@ -107,8 +106,6 @@ def test_a_job_with_less_service_preempts_after_alike_ones_with_more_could_not()
     # Every running job has had 100,000 GPU-seconds (service level 2). Jobs 1-3 have had as much: a job of
     # their own level does not give way to them. Job 4, alike but new (level 0), takes one job's GPUs (least
     # attained service: it ran 12,500 s, far more than twice its checkpoint and restart, 2 x 90 s).
-    from scheduler.core.policies import FifoPolicy
-
     b = two_leaves()
     b.pool(1, "train")
     _full(b, attained_gpu_s=100_000.0)
@@ -126,8 +123,6 @@ def test_a_preemption_try_in_another_pool_that_spends_the_budget_changes_what_al
     # exemption for priority), two preemption tries a round. Job 1 (pool a) tries: it could preempt in 200 s.
     # Job 2, alike, is told the same without a try. Job 3 (pool b) spends the second try. Job 4, alike to 1 and 2,
     # may not try any more this round, so it is not told it may preempt.
-    from scheduler.core.policies import FifoPolicy
-
     b = two_leaves()
     b.pool(1, "a", hosts=["n1", "n2"])
     b.pool(2, "b", hosts=["n3", "n4"])
