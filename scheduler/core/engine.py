@@ -824,6 +824,18 @@ class _Round:
         finally:
             st.rollback(mark)
 
+    def _fits_now(self, ctx: JobCtx, avoid: frozenset[int] | set[int]) -> bool:
+        """The job has a placement on GPUs free now, off the GPUs it must avoid."""
+        if not avoid:
+            return self.placer.find(ctx) is not None
+        st = self.state
+        mark = st.journal()
+        try:
+            block_gpus(st, avoid)
+            return self.placer.find(ctx) is not None
+        finally:
+            st.rollback(mark)
+
     def _fits_after_stopping(self, ctx: JobCtx, stopping: set[int]):
         """The job's placement once the jobs that were already stopping at the snapshot are gone, if any:
         it then waits for them rather than preempting more."""
@@ -859,6 +871,10 @@ class _Round:
         `service_preempt_pays` x their checkpoint and restart cost. `quota_need`: the job is blocked by its
         tenant's quota, so only such jobs may give way, and only if they free enough of it."""
         st, placer, cfg = self.state, self.placer, self.cfg
+        if quota_need is not None and self._fits_now(ctx, avoid):
+            # A quota swap gives way GPUs the job needs too: one that fits on free GPUs needs none of its own
+            # jobs' GPUs, and waits for its quota (one search, not a victim plan per node that the check drops).
+            return None
         svc = self.service
         move_s = cfg.restart_overhead_s
         pays = cfg.service_preempt_pays

@@ -182,3 +182,19 @@ def test_rounds_are_deterministic_under_shuffled_input():
         d = build(seed)
         assert [(p.job_id, p.for_job) for p in d.preemptions] == [(p.job_id, p.for_job) for p in first.preemptions]
         assert d.queue_order == first.queue_order
+
+
+def test_a_quota_blocked_job_that_fits_on_free_gpus_preempts_nobody_even_where_its_own_jobs_gpus_fit_better():
+    b = SnapBuilder()
+    b.spine("S1")
+    b.leaf("L1", ["n1", "n2"], {"S1": 1}, gpus=8)
+    b.pool(1, "train")
+    b.tenant("t", {1: (4.0, 0.0)})
+    b.run(20, {"n1": [0, 1, 2, 3]}, started_at=b.now - 400, attained_gpu_s=1600.0, tenant="t")  # level 1
+    b.run(30, {"n1": [4, 5, 6, 7]}, started_at=b.now - 400, attained_gpu_s=1600.0, tenant="u")
+    b.job(1, gpus=4)  # quota 4 + 4 > 4; n2 is free. With job 20 gone, n1's four GPUs would be the tighter fit.
+    d = schedule(b.snapshot())
+    assert d.preemptions == []
+    assert d.pending_reasons[1] == (
+        "tenant quota: 4 GPUs in use + 4 asked = 8, more than 4 guaranteed + 0 borrowable = 4"
+    )
