@@ -36,14 +36,7 @@ from scheduler.core.policies import (
     ServiceRank,
     effective_priority,
 )
-from scheduler.core.preemption import (
-    VictimIndex,
-    block_gpus,
-    plan_preemption,
-    unblock_gpus,
-    victim_index,
-    victims_by_node,
-)
+from scheduler.core.preemption import VictimClasses, block_gpus, plan_preemption, unblock_gpus
 from scheduler.core.quotas import QuotaBook, QuotaVerdict
 from scheduler.core.state import ClusterState
 from scheduler.core.topology import LEVEL_POD_GROUP, build_topology
@@ -97,11 +90,11 @@ class _Round:
         self.cfg = snapshot.config
         self.policy = policy or DEFAULT_POLICY
         self.dec = Decisions()
-        self._victims: VictimIndex | None = None
+        self._victims: VictimClasses | None = None
         self._borrowers: dict[int, set[str]] = {}  # pool -> tenants with a borrowed running job there (place phase)
         self._vinfo: dict[int, tuple] | None = None  # what preemption reads of each preemptible running job
         # Victims per node by what decides who may be one (see _preempt): jobs of many shapes try alike.
-        self._by_node: dict[tuple, tuple[dict, dict[int, float]]] = {}
+        self._by_node: dict[tuple, tuple[dict, dict, dict[int, float]]] = {}
         self.started: dict[int, tuple[float, list]] = {}  # placed this round: job id -> (expected end, shares)
         self.ms: dict[str, float] = {}
         self.counters: dict[str, int] = {
@@ -883,9 +876,8 @@ class _Round:
         now = st.now
         min_run = cfg.preemption_min_run_s
         exempt = cfg.preemption_min_run_priority_exempt
-        young: dict[int, float] = {}  # eligible but for the minimum run time: victim -> seconds it still has
         if self._vinfo is None:
-            # Per preemptible running job, once a round: what `eligible` reads of it.
+            # Per preemptible running job, once a round: what `eligible` reads of it, and the jobs by those values.
             self._vinfo = {
                 jid: (
                     effective_priority(rj.request, tenants),
@@ -898,14 +890,13 @@ class _Round:
                 for jid, rj in running.items()
                 if rj.request.preemptible
             }
+            self._victims = VictimClasses(st, self._vinfo, now, min_run)
         vinfo = self._vinfo
         in_quota, tenant, pool = verdict.in_quota, job.tenant, job.pool
+        per_job = service_floor is not None and svc is not None
 
-        def eligible(vid: int) -> bool:
-            info = vinfo.get(vid)
-            if info is None:  # not preemptible
-                return False
-            vprio, borrowed, vtenant, vpool, last, req = info
+        def rule(vpool: int, vprio: int, borrowed: bool, vtenant: str) -> bool | None:
+            """Whether a class may give way (None: per job, by its service level)."""
             if quota_need is not None:
                 ok = False
             elif in_quota:
@@ -913,25 +904,19 @@ class _Round:
             else:
                 # A borrowing job takes nothing from another tenant's guaranteed share.
                 ok = vprio < prio and (borrowed or vtenant == tenant)
-            if not ok and service_floor is not None and svc is not None:
-                ok = (
-                    vtenant == tenant
-                    and vpool == pool
-                    and vprio == prio
-                    and svc.level(req) >= service_floor
-                    and svc.remaining_s(req) > pays * (req.checkpoint_cost_s + move_s)
-                )
-            if not ok or min_run <= 0 or (exempt and vprio < prio):
-                return ok
-            left = min_run - (now - last)
-            if left > 0:
-                young[vid] = left
-                return False
-            return True
+            if not ok and per_job and vtenant == tenant and vpool == pool and vprio == prio:
+                return None
+            return ok
 
-        if self._victims is None:
-            self._victims = victim_index(st)
-        # Everything `eligible` reads, with the partitions searched, the GPUs avoided and the jobs stopping
+        def by_service(vid: int) -> bool:
+            """Least attained service: a job of the same line at or above the floor, when its preemption pays."""
+            req = vinfo[vid][5]
+            return svc.level(req) >= service_floor and svc.remaining_s(req) > pays * (req.checkpoint_cost_s + move_s)
+
+        def protected(vprio: int) -> bool:
+            return min_run > 0 and not (exempt and vprio < prio)
+
+        # Everything the rules read, with the partitions searched, the GPUs avoided and the jobs stopping
         # (the only victims' state that changes during the placement phase).
         # The job's tenant matters only to a victim of its own that borrows (and to the cases below that name it):
         # without one, every tenant's job of this priority, within its quota, may take the same victims.
@@ -949,26 +934,14 @@ class _Round:
         )
         kept = self._by_node.get(ekey)
         if kept is None:
-            by_node = victims_by_node(st, ctx, eligible, self._victims, avoid)
-            self._by_node[ekey] = (by_node, dict(young))
-        else:
-            by_node = kept[0]
-            young.update(kept[1])
-        plan = plan_preemption(placer, ctx, eligible, self._victims, avoid, by_node)
+            kept = self._by_node[ekey] = self._victims.select(st, ctx, rule, by_service, protected, avoid)
+        by_node, young_by_node, young = kept
+        plan = plan_preemption(placer, ctx, None, None, avoid, by_node)
         if plan is None:
             if young:
                 # Would it preempt once they have run their minimum? Then say when.
-                def eligible_later(v: int) -> bool:
-                    return v in young or eligible(v)
-
-                later_key = (*ekey, "once they have run their minimum")
-                kept_later = self._by_node.get(later_key)
-                if kept_later is None:
-                    kept_later = self._by_node[later_key] = (
-                        victims_by_node(st, ctx, eligible_later, self._victims, avoid),
-                        {},
-                    )
-                later = plan_preemption(placer, ctx, eligible_later, self._victims, avoid, kept_later[0])
+                everyone = VictimClasses.with_young(by_node, young_by_node)
+                later = plan_preemption(placer, ctx, None, None, avoid, everyone)
                 if later is not None:
                     self.counters["min_run_protected"] += 1
                     self._min_run_wait[job.id] = max(young.get(v, 0.0) for v in later[0])

@@ -84,17 +84,99 @@ def victims_by_node(
     return by_node
 
 
+VictimClass = tuple[int, int, bool, str, bool]  # (pool, effective priority, borrowed, tenant, young)
+ClassRule = Callable[[int, int, bool, str], "bool | None"]  # pool, priority, borrowed, tenant -> None: ask per job
+
+
+class VictimClasses:
+    """The preemptible running jobs grouped by what decides whether one may give way, but its service level:
+    its pool, effective priority, whether it borrows, its tenant, and whether it is still within its minimum
+    run time. Per class: per partition, node -> {job: GPUs it holds there}. Built once a round, so that a
+    preemption try decides per class (a handful) and walks only the classes that may give way, where
+    `victims_by_node` asks every running job of the partitions."""
+
+    def __init__(self, st: ClusterState, info: dict[int, tuple], now: float, min_run_s: float) -> None:
+        """`info`: preemptible running job -> (effective priority, borrowed, tenant, pool, last start or move)."""
+        self.classes: dict[VictimClass, dict[int, dict[NodeSlot, dict[int, int]]]] = {}
+        self.left: dict[int, float] = {}  # young job -> seconds until it has run its minimum
+        for jid, held in st.job_gpus.items():
+            i = info.get(jid)
+            if i is None:
+                continue
+            vprio, borrowed, vtenant, vpool, last = i[:5]
+            left = min_run_s - (now - last) if min_run_s > 0 else 0.0
+            if left > 0:
+                self.left[jid] = left
+            parts = self.classes.setdefault((vpool, vprio, borrowed, vtenant, left > 0), {})
+            for g, _ in held:
+                node = g.node
+                if node.part is None or not node.eligible:
+                    continue
+                d = parts.setdefault(id(node.part), {}).setdefault(node, {})
+                d[jid] = d.get(jid, 0) + 1
+
+    def select(
+        self,
+        st: ClusterState,
+        ctx: JobCtx,
+        rule: ClassRule,
+        job_rule: Callable[[int], bool],
+        protected: Callable[[int], bool],
+        avoid: frozenset[int] | set[int] = frozenset(),
+    ) -> tuple[dict[NodeSlot, dict[int, int]], dict[NodeSlot, dict[int, int]], dict[int, float]]:
+        """(victims by node now, as `victims_by_node` gives them for `eligible`; the young ones that may give way
+        once they have run their minimum, by node likewise; those young: job -> seconds left). `rule` decides a
+        class (None: `job_rule` decides each of its jobs); `protected(priority)`: a young job of that priority
+        may not give way yet. `with_young` merges the first two."""
+        stopping = st.stopping
+        part_ids = [id(p) for p in ctx.parts]
+        avoid_nodes = {st.gpus[g].node for g in avoid if g in st.gpus} if avoid else ()
+        now: dict[NodeSlot, dict[int, int]] = {}
+        later: dict[NodeSlot, dict[int, int]] = {}
+        young: dict[int, float] = {}
+        left = self.left
+        for (vpool, vprio, borrowed, vtenant, is_young), parts in self.classes.items():
+            r = rule(vpool, vprio, borrowed, vtenant)
+            if r is False:
+                continue
+            waits = is_young and protected(vprio)
+            for pid in part_ids:
+                for node, jobs in parts.get(pid, {}).items():
+                    for jid, c in jobs.items():
+                        if jid in stopping or (r is None and not job_rule(jid)):
+                            continue
+                        if waits:
+                            young[jid] = left[jid]
+                        if node in avoid_nodes:
+                            c = sum(1 for g, _ in st.job_gpus[jid] if g.node is node and g.id not in avoid)
+                        if c:
+                            (later if waits else now).setdefault(node, {})[jid] = c
+        return now, later, young
+
+    @staticmethod
+    def with_young(
+        now: dict[NodeSlot, dict[int, int]], young: dict[NodeSlot, dict[int, int]]
+    ) -> dict[NodeSlot, dict[int, int]]:
+        """Victims by node counting the young too (a plan reads each node's victims, not their order)."""
+        out = {node: dict(d) for node, d in now.items()}
+        for node, d in young.items():
+            out.setdefault(node, {}).update(d)
+        return out
+
+
 def plan_preemption(
     placer: Placer,
     ctx: JobCtx,
-    eligible: Callable[[int], bool],
+    eligible: Callable[[int], bool] | None,
     index: VictimIndex | None = None,
     avoid: frozenset[int] | set[int] = frozenset(),
     by_node: dict[NodeSlot, dict[int, int]] | None = None,
 ) -> tuple[list[int], Candidate] | None:
-    """`by_node`: `victims_by_node` for these arguments, when the caller has it already."""
+    """`by_node`: `victims_by_node` for these arguments, when the caller has it already (then `eligible` and
+    `index` are not read)."""
     st = placer.state
     if by_node is None:
+        assert eligible is not None
         by_node = victims_by_node(st, ctx, eligible, index if index is not None else victim_index(st), avoid)
     if not by_node:
         return None

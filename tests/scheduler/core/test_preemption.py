@@ -3,7 +3,7 @@ placement that fits the topology, and never for a job that still would not fit."
 
 from scheduler.core import schedule
 from scheduler.core.placement import Placer
-from scheduler.core.preemption import block_gpus, plan_preemption, unblock_gpus, victim_index
+from scheduler.core.preemption import VictimClasses, block_gpus, plan_preemption, unblock_gpus, victim_index
 from scheduler.core.state import ClusterState
 from scheduler.core.topology import build_topology
 from scheduler.core.types import Share
@@ -181,6 +181,85 @@ def test_the_victim_index_leaves_out_jobs_on_a_down_node_and_outside_every_pool(
     st = state_of(b)
     (part,) = st.pool_parts[1]
     assert victim_index(st) == {id(part): {st.nodes["n1"]: {20: 1}}}
+
+
+def victim_classes(st, now=1000.0, min_run_s=300.0):
+    """Classes over every running job, each as (priority 10, not borrowing, tenant "t", pool 1, started at 0)
+    unless its id says otherwise: 21 started at 800 (young: 100 s left of 300), 22 and 23 belong to tenant "u"."""
+    info = {jid: (10, False, "u" if jid in (22, 23) else "t", 1, 800.0 if jid == 21 else 0.0) for jid in st.running}
+    return VictimClasses(st, info, now, min_run_s)
+
+
+def test_victim_classes_group_jobs_by_pool_priority_borrowing_tenant_and_youth():
+    b = one_leaf(["n1", "n2"])
+    b.run(20, {"n1": [0, 1], "n2": [0]})
+    b.run(21, {"n1": [2]})
+    b.run(22, {"n2": [1]})
+    st = state_of(b)
+    (part,) = st.pool_parts[1]
+    n1, n2 = st.nodes["n1"], st.nodes["n2"]
+    vc = victim_classes(st)
+    assert vc.classes == {
+        (1, 10, False, "t", False): {id(part): {n1: {20: 2}, n2: {20: 1}}},
+        (1, 10, False, "t", True): {id(part): {n1: {21: 1}}},
+        (1, 10, False, "u", False): {id(part): {n2: {22: 1}}},
+    }
+    assert vc.left == {21: 100.0}  # 300 - (1000 - 800)
+
+
+def test_victim_classes_select_by_class_then_by_job_where_the_class_cannot_say():
+    b = one_leaf(["n1", "n2"])
+    b.run(20, {"n1": [0, 1]})
+    b.run(22, {"n2": [1]})
+    b.run(23, {"n2": [2]})
+    st = state_of(b)
+    ctx, _ = Placer(st).context(b.job(1, gpus=1))
+    n1, n2 = st.nodes["n1"], st.nodes["n2"]
+    vc = victim_classes(st)
+    # Tenant "t"'s class may not give way; "u"'s depends on each job: 22 may, 23 may not.
+    now, young_nodes, young = vc.select(
+        st,
+        ctx,
+        lambda pool, prio, borrowed, tenant: None if tenant == "u" else False,
+        lambda jid: jid == 22,
+        lambda prio: True,
+    )
+    assert (now, young_nodes, young) == ({n2: {22: 1}}, {}, {})
+    # Everyone may: 20 and 23 as well.
+    now, _, _ = vc.select(st, ctx, lambda *a: True, lambda jid: False, lambda prio: True)
+    assert now == {n1: {20: 2}, n2: {22: 1, 23: 1}}
+
+
+def test_victim_classes_keep_the_young_apart_while_protected_and_never_offer_a_stopping_job():
+    b = one_leaf(["n1", "n2"])
+    b.run(20, {"n1": [0]}, stopping=True)
+    b.run(21, {"n1": [1]})
+    b.run(22, {"n2": [0]})
+    st = state_of(b)
+    ctx, _ = Placer(st).context(b.job(1, gpus=1))
+    n1, n2 = st.nodes["n1"], st.nodes["n2"]
+    vc = victim_classes(st)
+    everyone = lambda *a: True  # noqa: E731
+    now, young_nodes, young = vc.select(st, ctx, everyone, everyone, lambda prio: True)
+    assert (now, young_nodes, young) == ({n2: {22: 1}}, {n1: {21: 1}}, {21: 100.0})
+    assert VictimClasses.with_young(now, young_nodes) == {n1: {21: 1}, n2: {22: 1}}
+    # Not protected (a strictly higher priority, say): the young job may give way now.
+    now, young_nodes, young = vc.select(st, ctx, everyone, everyone, lambda prio: False)
+    assert (now, young_nodes, young) == ({n1: {21: 1}, n2: {22: 1}}, {}, {})
+
+
+def test_victim_classes_count_only_the_gpus_a_job_may_take_where_some_are_avoided():
+    b = one_leaf(["n1"])
+    b.run(20, {"n1": [0, 1, 2]})
+    st = state_of(b)
+    ctx, _ = Placer(st).context(b.job(1, gpus=1))
+    everyone = lambda *a: True  # noqa: E731
+    now, _, _ = victim_classes(st).select(st, ctx, everyone, everyone, everyone, avoid={b.gpu_id("n1", 1)})
+    assert now == {st.nodes["n1"]: {20: 2}}
+    # Every GPU it holds avoided: it frees nothing the job may take.
+    avoid = {b.gpu_id("n1", i) for i in range(3)}
+    now, _, _ = victim_classes(st).select(st, ctx, everyone, everyone, everyone, avoid=avoid)
+    assert now == {}
 
 
 def test_block_gpus_holds_each_known_gpu_whole_and_unblock_gives_it_back():
