@@ -50,6 +50,19 @@ class HeldReservation:
         self.holds = kept
 
 
+def job_end(placer: Placer, jid: int) -> float:
+    st = placer.state
+    rj = st.running[jid]
+    now = st.now
+    if jid in st.stopping:
+        return now + st.config.preemption_grace_s
+    est = rj.request.est_runtime_s
+    run = est if est is not None else st.config.default_runtime_s
+    end = rj.started_at + run
+    # Past its estimate: expected to end soon, not at once (a minute, or a quarter of a short estimate).
+    return max(end, now + min(60.0, run / 4))
+
+
 Ends = list[tuple[float, int, list[tuple[GpuSlot, Share]]]]  # (expected end, job id, its shares), in that order
 _END_THEN_ID = itemgetter(0, 1)
 
@@ -65,26 +78,8 @@ def running_ends(placer: Placer, ctx: JobCtx) -> Ends:
         for node in part.nodes:
             if node.eligible:
                 jobs.update(st.jobs_on_node.get(node.name, ()))
-    running, job_gpus, stopping = st.running, st.job_gpus, st.stopping
-    now = st.now
-    stop_end = now + st.config.preemption_grace_s
-    default_run = st.config.default_runtime_s
-    ends = []
-    for j in jobs:  # thousands of jobs a pool: no call per job
-        rj = running.get(j)
-        if rj is None:
-            continue
-        if j in stopping:
-            end = stop_end
-        else:
-            est = rj.request.est_runtime_s
-            run = est if est is not None else default_run
-            end = rj.started_at + run
-            # Past its estimate: expected to end soon, not at once (a minute, or a quarter of a short estimate).
-            soon = now + min(60.0, run / 4)
-            if soon > end:
-                end = soon
-        ends.append((end, j, job_gpus.get(j, [])))
+    running, job_gpus = st.running, st.job_gpus
+    ends = [(job_end(placer, j), j, job_gpus.get(j, [])) for j in jobs if j in running]
     ends.sort(key=_END_THEN_ID)
     return ends
 

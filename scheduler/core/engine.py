@@ -66,7 +66,6 @@ COST_FIELDS = ("workload", "dataset_node", "allreduce_bytes", "step_compute_s", 
 CLASS_FIELDS = FEASIBILITY_FIELDS + COST_FIELDS
 _FEAS = attrgetter(*FEASIBILITY_FIELDS)
 _COST = attrgetter(*COST_FIELDS)
-_ID = attrgetter("id")
 
 
 def need_equiv(ctx: JobCtx) -> float:
@@ -193,7 +192,7 @@ class _Round:
             self.changed if carry is not None else None,
         )
         ordered = self.policy.order(pending, pctx)
-        self.dec.queue_order = list(map(_ID, ordered))
+        self.dec.queue_order = [j.id for j in ordered]
         self.counters["pending"] = len(ordered)
         t = self._lap("order", t)
 
@@ -658,7 +657,7 @@ class _Round:
             if tid is None:
                 tid = table[sig] = len(table)
             tid_of[job.id] = tid
-        return list(table), list(map(tid_of.__getitem__, map(_ID, ordered)))
+        return list(table), [tid_of[j.id] for j in ordered]
 
     def _claims(
         self, ordered: list[JobRequest]

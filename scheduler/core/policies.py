@@ -27,7 +27,7 @@ import math
 from bisect import bisect_left
 from dataclasses import dataclass, field
 from itertools import accumulate, repeat
-from operator import attrgetter, itemgetter, truediv
+from operator import attrgetter, truediv
 from typing import TYPE_CHECKING, Protocol
 
 from scheduler.core.types import JobRequest, TenantState
@@ -140,7 +140,6 @@ def effective_priority(job: JobRequest, tenants: dict[str, TenantState]) -> int:
 
 
 _seq = attrgetter("queue_seq", "id")
-_JOB = itemgetter(3)  # the job of a (ratio, seq, id, job) merge key
 
 
 class FifoPolicy:
@@ -212,7 +211,7 @@ class PriorityFairSharePolicy:
                 ratios = map(truediv, before, repeat(entitlement[name]))
                 keyed.extend(zip(ratios, line.seqs, line.ids, line.jobs, strict=True))
             keyed.sort()  # (ratio, seq, id) decide; ids are unique so the job itself is never compared
-            out.extend(map(_JOB, keyed))
+            out.extend([t[3] for t in keyed])
         return out
 
 
