@@ -211,6 +211,13 @@ def plan_migrations(
 def _estimate(placer: Placer, rj: RunningJob, why: str, kept_off: tuple[int, ...] = ()):
     st = placer.state
     cfg = st.config
+    total = rj.request.est_runtime_s if rj.request.est_runtime_s is not None else cfg.default_runtime_s
+    remaining = total - (st.now - rj.started_at)
+    cost = rj.request.checkpoint_cost_s + cfg.restart_overhead_s
+    # The gain is at most the time left (a move that made each step free): a job that cannot win back its move
+    # is not priced.
+    if remaining <= 0 or remaining - cost < cfg.migration_min_net_gain_s:
+        return None
     ctx, err = placer.context(rj.request)
     if ctx is None or err:
         return None
@@ -226,16 +233,11 @@ def _estimate(placer: Placer, rj: RunningJob, why: str, kept_off: tuple[int, ...
         unblock_gpus(st, blocks)
     if new is None:
         return None
-    total = rj.request.est_runtime_s if rj.request.est_runtime_s is not None else cfg.default_runtime_s
-    remaining = total - (st.now - rj.started_at)
-    if remaining <= 0:
-        return None
     step_now = cur.comm + cur.comp + cur.io
     step_new = new.comm + new.comp + new.io
     if step_now <= 0 or step_new >= step_now:
         return None
     gain = remaining * (1.0 - step_new / step_now)
-    cost = rj.request.checkpoint_cost_s + cfg.restart_overhead_s
     net = gain - cost
     if net < cfg.migration_min_net_gain_s:
         return None
