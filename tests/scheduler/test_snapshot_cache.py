@@ -54,3 +54,19 @@ def test_a_requeued_job_placed_again_holds_what_its_allocations_say(cluster, sub
     stored = set(Allocation.objects.filter(job_id=job.pk, active=True).values_list("gpu_id", flat=True))
     assert len(stored) == 4
     assert _held(cluster.pk) == dict.fromkeys(stored, job.pk)
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's planner")
+def test_the_live_jobs_versions_are_read_from_their_own_index(cluster, submit):
+    from scheduler.snapshot_from_db import _live_jobs
+
+    submit(8)
+    qs = _live_jobs(cluster.pk).order_by().values_list("pk", "version")
+    sql, params = qs.query.get_compiler(using=qs.db).as_sql()
+    with connection.cursor() as cursor:
+        # Off, the planner takes the index wherever it may: it may only where the query's filter is the index's.
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+        cursor.execute("EXPLAIN " + sql, params)
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "Index Only Scan using job_live_by_pool" in plan
