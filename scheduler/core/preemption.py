@@ -42,15 +42,19 @@ def victim_index(st: ClusterState) -> VictimIndex:
     """Preemptible running jobs per partition and node (built once a round, filtered per attempt)."""
     index: VictimIndex = {}
     for jid, held in st.job_gpus.items():
-        if not st.running[jid].request.preemptible:
-            continue
-        for g, _ in held:
-            node = g.node
-            if node.part is None or not node.eligible:
-                continue
-            d = index.setdefault(id(node.part), {}).setdefault(node, {})
-            d[jid] = d.get(jid, 0) + 1
+        if st.running[jid].request.preemptible:
+            _count_held(index, jid, held)
     return index
+
+
+def _count_held(index: VictimIndex, jid: int, held: list[tuple[GpuSlot, Share]]) -> None:
+    """Add the job's GPUs on eligible nodes of a partition to `index`, per partition and node."""
+    for g, _ in held:
+        node = g.node
+        if node.part is None or not node.eligible:
+            continue
+        d = index.setdefault(id(node.part), {}).setdefault(node, {})
+        d[jid] = d.get(jid, 0) + 1
 
 
 def victims_by_node(
@@ -97,7 +101,7 @@ class VictimClasses:
 
     def __init__(self, st: ClusterState, info: dict[int, tuple], now: float, min_run_s: float) -> None:
         """`info`: preemptible running job -> (effective priority, borrowed, tenant, pool, last start or move)."""
-        self.classes: dict[VictimClass, dict[int, dict[NodeSlot, dict[int, int]]]] = {}
+        self.classes: dict[VictimClass, VictimIndex] = {}
         self.left: dict[int, float] = {}  # young job -> seconds until it has run its minimum
         for jid, held in st.job_gpus.items():
             i = info.get(jid)
@@ -107,13 +111,7 @@ class VictimClasses:
             left = min_run_s - (now - last) if min_run_s > 0 else 0.0
             if left > 0:
                 self.left[jid] = left
-            parts = self.classes.setdefault((vpool, vprio, borrowed, vtenant, left > 0), {})
-            for g, _ in held:
-                node = g.node
-                if node.part is None or not node.eligible:
-                    continue
-                d = parts.setdefault(id(node.part), {}).setdefault(node, {})
-                d[jid] = d.get(jid, 0) + 1
+            _count_held(self.classes.setdefault((vpool, vprio, borrowed, vtenant, left > 0), {}), jid, held)
 
     def select(
         self,
