@@ -354,9 +354,6 @@ EQUIVALENT: dict[str, str] = {
     "missed = max(1, asked - answers.counts.get(at, 0))": _STALL_MISSED,
     _LIVE + "_pipeline: int: missed = max(0, asked - answers.counts.get(at, 0)) -> "
     "missed = max(-1, asked - answers.counts.get(at, 0))": _STALL_MISSED,
-    "fabric/topology/plan.py | _design: int: probe = plan_fat_tree(k, 1, leaf_ports=k, oversubscription=r) -> "
-    "probe = plan_fat_tree(k, 2, leaf_ports=k, oversubscription=r)": "only the probe's port split is read, and it "
-    "does not depend on the HCAs per node (k nodes >= its host ports)",
     _SM + "carry: int: kept.masters[0] -> kept.masters[-1]": _ONE_MASTER,
     _SM + "carry: int: current.masters[0] -> current.masters[-1]": _ONE_MASTER,
     _SM + "sm_findings: int: previous.masters[0] -> previous.masters[-1]": _ONE_MASTER,
@@ -446,12 +443,6 @@ EQUIVALENT: dict[str, str] = {
     "scheduler/core/topology.py | build_topology: int: p >= 0 -> p >= -1": "that branch is a level-0 switch: "
     "detect_tiers gives level 0 only to leaves (detected or operator), a leaf is in the pod tier and its "
     "component holds a leaf (itself), so tiers.pod of it is always >= 0",
-    "scheduler/core/backfill.py | plan_reservation: boolop: g.node.part is not None and id(g.node.part) in part_ids "
-    "-> g.node.part is not None or id(g.node.part) in part_ids #2": "`useful` is True for every entry of `ends` "
-    "either way: a running job is only taken from an eligible node of ctx.parts, so one of its GPUs sits on that "
-    "node, whose .part is that partition (ClusterState._build sets node.part to the partition it joins); a job "
-    "started this round is only appended when the same test at line 83 holds for one of its GPUs. `or` is true "
-    "wherever `and` is, so no entry changes",
     "scheduler/core/backfill.py | plan_reservation: compare: probes >= limit -> probes > limit": "reached after a "
     "failed try with probes == limit: instead of releasing ends[i + 1:] and trying once, the loop goes on, "
     "releasing the same entries in the same order and skipping every try (line 102) until the last entry, which "
@@ -667,10 +658,7 @@ EQUIVALENT: dict[str, str] = {
     "-> rng.random() <= 0.3": (
         "rng.random() is a multiple of 2**-53 and the threshold's float is not (denominator > 2**53): never equal"
     ),
-    "scheduler/core/policies.py | PriorityFairSharePolicy.order: compare: p <= m -> p < m": (
-        "differs only for p == m, where the priority and the tenant's maximum it is clamped to are the same number"
-    ),
-    "scheduler/core/policies.py | PriorityFairSharePolicy.order: compare: p <= m -> p < m #2": (
+    "scheduler/core/policies.py | PriorityFairSharePolicy.order.<locals>.line_of: compare: p <= m -> p < m": (
         "differs only for p == m, where the priority and the tenant's maximum it is clamped to are the same number"
     ),
     "scheduler/core/policies.py | PriorityFairSharePolicy.order: float: guaranteed = "
@@ -1221,17 +1209,6 @@ EQUIVALENT: dict[str, str] = {
     # scheduler/core/engine.py (issue 15)
     **dict.fromkeys(
         (
-            "scheduler/core/engine.py | _Round._preempt: negate: self._victims is None -> not self._victims is None",
-            "scheduler/core/engine.py | _Round._preempt: compare: self._victims is None -> self._victims is not None",
-        ),
-        "the cache is then never filled, so plan_preemption builds victim_index(st) itself on every call "
-        "(index=None): the same index, since what it reads (job_gpus, running[..].request.preemptible, "
-        "node.part, node.eligible) is fixed once the failures phase is over (commit, hold and release change "
-        "none of it; migration comes after), and plan_preemption only reads the index (stopping victims are "
-        "filtered there, per call)",
-    ),
-    **dict.fromkeys(
-        (
             "scheduler/core/engine.py | _Round._forget: negate: s is not None -> not s is not None",
             "scheduler/core/engine.py | _Round._forget: compare: s is not None -> s is None",
         ),
@@ -1307,18 +1284,14 @@ EQUIVALENT: dict[str, str] = {
     "big) -> p0 < maxp.get(job.tenant, big)": (
         "min(p0, max priority) written out: where they are equal the mutant takes the maximum, the same number"
     ),
-    "scheduler/core/engine.py | _Round._preempt.<locals>.eligible: bool: return False -> return True": (
-        "unreachable: eligible is only asked about jobs in the victim index (plan_preemption walks the index, "
-        "and so does the 'later' lambda), and victim_index leaves out every job that is not preemptible"
-    ),
     **dict.fromkeys(
         (
             "scheduler/core/engine.py | _Round._place_all: int: max((p.G for p in parts), default=0) -> "
             "max((p.G for p in parts), default=1)",
             "scheduler/core/engine.py | _Round._place_all: int: max((p.G for p in parts), default=0) -> "
             "max((p.G for p in parts), default=-1)",
-            "scheduler/core/engine.py | _Round._place_all: int: max_g.get(j.pool, 0) -> max_g.get(j.pool, 1)",
-            "scheduler/core/engine.py | _Round._place_all: int: max_g.get(j.pool, 0) -> max_g.get(j.pool, -1)",
+            "scheduler/core/engine.py | _Round._place_all: int: max_g.get(pool, 0) -> max_g.get(pool, 1)",
+            "scheduler/core/engine.py | _Round._place_all: int: max_g.get(pool, 0) -> max_g.get(pool, -1)",
         ),
         "a pool with no partitions (or none in pool_parts) changes only multi_waiting of that pool, and "
         "multi_waiting is read only for a job of that pool that has a placement (_leaf_wait); with no "
@@ -1333,7 +1306,7 @@ EQUIVALENT: dict[str, str] = {
         "profile name fixes its fraction: '<g>g.<mem>gb' is g / 7 on every 7-slice GPU, and the A30's names "
         "(1g.6gb, 2g.12gb, 4g.24gb, g / 4) are no other GPU's; other sharing modes never read parts[0] here"
     ),
-    "scheduler/core/engine.py | _Round._place_all: int: j.nodes or 1 -> j.nodes or 0": (
+    "scheduler/core/engine.py | _Round._place_all: int: nodes or 1 -> nodes or 0": (
         "the value is only compared with > 1: for nodes None (or 0) both 1 and 0 are not above 1"
     ),
     **dict.fromkeys(
