@@ -86,19 +86,26 @@ class GpuSlot:
         self.model = gs.model
         self.memory_mib = gs.memory_mib
         self.healthy = gs.healthy
-        self.util = gs.utilisation
         self.nvlink = gs.nvlink_gbps
-        self.excl = 1 if gs.exclusive_job is not None else 0
-        self.mps_pct = gs.mps_compute_pct_used
-        self.mps_mem = gs.mps_memory_mib_used
-        self.mig_used = list(gs.mig_used)
-        self.profiles = miglib.profiles_for(gs.model, gs.memory_mib) if gs.mig_used else {}
-        self.mig_mask = miglib.occupied_mask(self.profiles, self.mig_used) if self.mig_used else 0
-        self.ts_used = gs.timeslice_used
+        self.occupy(gs)
         self.ts_reps: set[int] = set()
         self.mps_key: int | None = None
         self.mig_keys: dict[str, int] = {}
         self.ts_key: int | None = None
+
+    def occupy(self, gs, profiles: dict | None = None) -> None:
+        """Occupancy and load as the snapshot's GpuState has them. `profiles`: the MIG profiles a MIG partition gave
+        the GPU (kept); without, those of its model where it has MIG instances."""
+        self.util = gs.utilisation
+        self.excl = 1 if gs.exclusive_job is not None else 0
+        self.mps_pct = gs.mps_compute_pct_used
+        self.mps_mem = gs.mps_memory_mib_used
+        self.mig_used = list(gs.mig_used)
+        if profiles is None:
+            profiles = miglib.profiles_for(gs.model, gs.memory_mib) if gs.mig_used else {}
+        self.profiles = profiles
+        self.mig_mask = miglib.occupied_mask(profiles, self.mig_used) if self.mig_used else 0
+        self.ts_used = gs.timeslice_used
 
     def is_empty(self) -> bool:
         return not (self.excl or self.mps_pct or self.mps_mem or self.mig_mask or self.ts_used)
@@ -460,16 +467,9 @@ class ClusterState:
             for node, ns in zip(nodes, snapshot.nodes, strict=True):
                 self._node_network(node, ns)
         for node in {*changed, *self.touched}:
+            mig_part = node.part is not None and node.part.sharing == "mig"
             for g, gs in zip(node.gpus, snapshot.nodes[node.seq].gpus, strict=True):
-                g.util = gs.utilisation
-                g.excl = 1 if gs.exclusive_job is not None else 0
-                g.mps_pct = gs.mps_compute_pct_used
-                g.mps_mem = gs.mps_memory_mib_used
-                g.mig_used = list(gs.mig_used)
-                if node.part is None or node.part.sharing != "mig":
-                    g.profiles = miglib.profiles_for(gs.model, gs.memory_mib) if gs.mig_used else {}
-                g.mig_mask = miglib.occupied_mask(g.profiles, g.mig_used) if g.mig_used else 0
-                g.ts_used = gs.timeslice_used
+                g.occupy(gs, g.profiles if mig_part else None)
                 self._refresh(g)
         self.touched = set()
         for node in nodes:
