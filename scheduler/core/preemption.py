@@ -69,8 +69,7 @@ def victims_by_node(
     stopping = st.stopping
     ok: dict[int, bool] = {}
     by_node: dict[NodeSlot, dict[int, int]] = {}
-    # Only on nodes with avoided GPUs does a victim count fewer GPUs the job may take.
-    avoid_nodes = {st.gpus[g].node for g in avoid if g in st.gpus} if avoid else ()
+    avoid_nodes = _avoided_on(st, avoid)
     for part in ctx.parts:
         for node, jobs in index.get(id(part), {}).items():
             d = {}
@@ -80,12 +79,22 @@ def victims_by_node(
                     e = ok[jid] = jid not in stopping and eligible(jid)
                 if e:
                     if node in avoid_nodes:
-                        c = sum(1 for g, _ in st.job_gpus[jid] if g.node is node and g.id not in avoid)
+                        c = _takeable(st, node, jid, avoid)
                     if c:
                         d[jid] = c
             if d:
                 by_node[node] = d
     return by_node
+
+
+def _avoided_on(st: ClusterState, avoid: frozenset[int] | set[int]) -> set[NodeSlot] | tuple[()]:
+    """The nodes with GPUs the job may not take: only there does a victim count fewer GPUs than it holds."""
+    return {st.gpus[g].node for g in avoid if g in st.gpus} if avoid else ()
+
+
+def _takeable(st: ClusterState, node: NodeSlot, jid: int, avoid: frozenset[int] | set[int]) -> int:
+    """The victim's GPUs on `node` that the job may take (asked only on a node with avoided GPUs)."""
+    return sum(1 for g, _ in st.job_gpus[jid] if g.node is node and g.id not in avoid)
 
 
 VictimClass = tuple[int, int, bool, str, bool]  # (pool, effective priority, borrowed, tenant, young)
@@ -128,7 +137,7 @@ class VictimClasses:
         may not give way yet. `with_young` merges the first two."""
         stopping = st.stopping
         part_ids = [id(p) for p in ctx.parts]
-        avoid_nodes = {st.gpus[g].node for g in avoid if g in st.gpus} if avoid else ()
+        avoid_nodes = _avoided_on(st, avoid)
         now: dict[NodeSlot, dict[int, int]] = {}
         later: dict[NodeSlot, dict[int, int]] = {}
         young: dict[int, float] = {}
@@ -146,7 +155,7 @@ class VictimClasses:
                         if waits:
                             young[jid] = left[jid]
                         if node in avoid_nodes:
-                            c = sum(1 for g, _ in st.job_gpus[jid] if g.node is node and g.id not in avoid)
+                            c = _takeable(st, node, jid, avoid)
                         if c:
                             (later if waits else now).setdefault(node, {})[jid] = c
         return now, later, young
