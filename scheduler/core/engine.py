@@ -137,13 +137,11 @@ class _Round:
         requeued = self._failures()
         self.book = QuotaBook(snap.tenants, st.pools, self.cfg)
         running_gpus: dict[str, float] = {}
-        equiv = st.share_equiv
-        for jid, held in st.job_gpus.items():
-            req = st.running[jid].request
-            eq = 0.0
-            for g, sh in held:
-                eq += 1.0 if sh.kind == "whole" else equiv(g, sh)
-            self.book.charge(req.tenant, req.pool, eq)
+        job_equiv, running, charge = st.job_equiv, st.running, self.book.charge
+        for jid in st.job_gpus:
+            req = running[jid].request
+            eq = job_equiv[jid]
+            charge(req.tenant, req.pool, eq)
             running_gpus[req.tenant] = running_gpus.get(req.tenant, 0.0) + eq
         t = self._lap("failures", t)
 

@@ -301,6 +301,11 @@ class ClusterState:
         self.running: dict[int, RunningJob] = {}
         self.job_gpus: dict[int, list[tuple[GpuSlot, Share]]] = {}
         self.jobs_on_node: dict[str, set[int]] = {}
+        # GPU-equivalents each running job holds (share_equiv summed over job_gpus): quotas and fair share read it.
+        self.job_equiv: dict[int, float] = {}
+        # What each running job's held GPUs were read from: (its shares, its host CPU and memory); `advance` keeps
+        # the GPUs of a job whose inputs are these same ones.
+        self._held_from: dict[int, tuple] = {}
         self.stopping: set[int] = set()
         # Nodes whose cached state (NodeSlot.frag_sig) was dropped since the placer last looked: None until a
         # placer keeps an index of node states (the host-aware fragmentation search).
@@ -406,25 +411,118 @@ class ClusterState:
         for rj in snap.running:
             jid = rj.request.id
             self.running[jid] = rj
-            held: list[tuple[GpuSlot, Share]] = []
-            hcpu, hmem = rj.request.host_cpu_milli, rj.request.host_memory_mib
-            host_on: set[str] = set()
-            for sh in rj.shares:
-                g = self.gpus.get(sh.gpu_id)
-                if g is None:
-                    continue
-                if (hcpu or hmem) and g.node.name not in host_on:
-                    # Occupancy comes from GpuState; the host part is counted here, once per node.
-                    host_on.add(g.node.name)
-                    sh = replace(sh, host_cpu_milli=hcpu, host_memory_mib=hmem)
-                    g.node.take_host(hcpu, hmem)
-                held.append((g, sh))
-                self.jobs_on_node.setdefault(g.node.name, set()).add(jid)
-                if sh.kind == "timeslice" and sh.replica is not None:
-                    g.ts_reps.add(sh.replica)
-            self.job_gpus[jid] = held
+            self._hold_running(jid, rj)
             if rj.stopping:
                 self.stopping.add(jid)
+
+    def _hold_running(self, jid: int, rj: RunningJob) -> None:
+        """One running job's held GPUs and their GPU-equivalents, the host part it takes, and its place on its
+        nodes."""
+        held: list[tuple[GpuSlot, Share]] = []
+        req = rj.request
+        hcpu, hmem = req.host_cpu_milli, req.host_memory_mib
+        host_on: set[str] = set()
+        eq = 0.0
+        for sh in rj.shares:
+            g = self.gpus.get(sh.gpu_id)
+            if g is None:
+                continue
+            if (hcpu or hmem) and g.node.name not in host_on:
+                # Occupancy comes from GpuState; the host part is counted here, once per node.
+                host_on.add(g.node.name)
+                sh = replace(sh, host_cpu_milli=hcpu, host_memory_mib=hmem)
+                g.node.take_host(hcpu, hmem)
+            held.append((g, sh))
+            eq += 1.0 if sh.kind == "whole" else self.share_equiv(g, sh)
+            self.jobs_on_node.setdefault(g.node.name, set()).add(jid)
+            if sh.kind == "timeslice" and sh.replica is not None:
+                g.ts_reps.add(sh.replica)
+        self.job_gpus[jid] = held
+        self.job_equiv[jid] = eq
+        self._held_from[jid] = (rj.shares, hcpu, hmem)
+
+    def _advance_running(self, snap: Snapshot, dirty: set[NodeSlot]) -> None:
+        """`_add_running` for a kept index: a job whose shares and host part are those its held GPUs were read from
+        keeps them (and its GPU-equivalents); the others are read again. Host CPU and memory, time-slice replicas
+        and the jobs per node are counted again on the nodes in `dirty` (a hold or release there, or a new state)
+        and on those a job left or joined, in the snapshot's order of jobs, as a build counts them."""
+        old_gpus, old_equiv, old_from = self.job_gpus, self.job_equiv, self._held_from
+        running: dict[int, RunningJob] = {}
+        job_gpus: dict[int, list[tuple[GpuSlot, Share]]] = {}
+        job_equiv: dict[int, float] = {}
+        held_from: dict[int, tuple] = {}
+        stopping: set[int] = set()
+        fresh: list[tuple[int, RunningJob]] = []
+        for rj in snap.running:
+            req = rj.request
+            jid = req.id
+            running[jid] = rj
+            held = old_gpus.get(jid)
+            was = old_from.get(jid)
+            if (
+                held is not None
+                and was[0] is rj.shares
+                and was[1] == req.host_cpu_milli
+                and was[2] == req.host_memory_mib
+            ):
+                job_gpus[jid] = held
+                job_equiv[jid] = old_equiv[jid]
+                held_from[jid] = was
+            else:
+                job_gpus[jid] = None  # type: ignore[assignment]  # its place in the order; read below
+                job_equiv[jid] = 0.0
+                fresh.append((jid, rj))
+            if rj.stopping:
+                stopping.add(jid)
+        # Nodes whose jobs changed: those a job left (gone, or read again) and those a job read again holds.
+        for jid, held in old_gpus.items():
+            if job_gpus.get(jid) is not held:
+                for g, _ in held:
+                    dirty.add(g.node)
+        gpus = self.gpus
+        for _, rj in fresh:
+            for sh in rj.shares:
+                g = gpus.get(sh.gpu_id)
+                if g is not None:
+                    dirty.add(g.node)
+        # The dirty nodes' jobs before, kept, and those read again, in the snapshot's order.
+        on_node = self.jobs_on_node
+        order = {jid: i for i, jid in enumerate(running)}
+        again: dict[str, set[int]] = {}
+        for node in dirty:
+            node.cpu_free, node.mem_free = node.cpu_cap, node.mem_cap
+            for g in node.gpus:
+                if g.ts_reps:
+                    g.ts_reps = set()
+            had = on_node.pop(node.name, None)
+            if had:
+                again[node.name] = {
+                    jid for jid in had if (h := job_gpus.get(jid)) is not None and h is old_gpus.get(jid)
+                }
+        self.running, self.job_gpus, self.job_equiv = running, job_gpus, job_equiv
+        self._held_from, self.stopping = held_from, stopping
+        kept_on = {jid for jids in again.values() for jid in jids}
+        # Jobs read again take their GPUs, host part and nodes as a build would; kept jobs on dirty nodes count
+        # their host part and replicas there again. Together, in the snapshot's order (the order of each node's set).
+        redo = sorted([*kept_on, *(jid for jid, _ in fresh)], key=order.__getitem__)
+        dirty_names = {node.name for node in dirty}
+        for jid in redo:
+            if job_gpus[jid] is None:
+                self._hold_running(jid, running[jid])
+                continue
+            req = running[jid].request
+            hcpu, hmem = req.host_cpu_milli, req.host_memory_mib
+            host_on: set[str] = set()
+            for g, sh in job_gpus[jid]:
+                name = g.node.name
+                if name not in dirty_names:
+                    continue
+                if (hcpu or hmem) and name not in host_on:
+                    host_on.add(name)
+                    g.node.take_host(hcpu, hmem)
+                on_node.setdefault(name, set()).add(jid)
+                if sh.kind == "timeslice" and sh.replica is not None:
+                    g.ts_reps.add(sh.replica)
 
     # ------------------------------------------------------------------ kept between rounds
 
@@ -471,15 +569,11 @@ class ClusterState:
             for g, gs in zip(node.gpus, snapshot.nodes[node.seq].gpus, strict=True):
                 g.occupy(gs, g.profiles if mig_part else None)
                 self._refresh(g)
+        dirty = {*changed, *self.touched}
         self.touched = set()
         for node in nodes:
             node.frag_sig = None
-            node.cpu_free, node.mem_free = node.cpu_cap, node.mem_cap
-            for g in node.gpus:
-                if g.ts_reps:
-                    g.ts_reps = set()
-        self.running, self.job_gpus, self.jobs_on_node, self.stopping = {}, {}, {}, set()
-        self._add_running(snapshot)
+        self._advance_running(snapshot, dirty)
         self._order_buckets()
         return True
 

@@ -50,7 +50,10 @@ def fingerprint(st: ClusterState) -> dict:
         "pool_parts": [(pid, [p.key for p in parts]) for pid, parts in st.pool_parts.items()],
         "running": list(st.running.items()),
         "job_gpus": [(jid, [(g.id, sh) for g, sh in held]) for jid, held in st.job_gpus.items()],
-        "jobs_on_node": [(name, list(jobs)) for name, jobs in st.jobs_on_node.items()],
+        # By node: placement only looks a node up (the order of its jobs, which it walks, is compared); a kept index
+        # counts again the nodes whose jobs changed, where a build adds the nodes in the order of their first job.
+        "jobs_on_node": sorted((name, list(jobs)) for name, jobs in st.jobs_on_node.items()),
+        "job_equiv": list(st.job_equiv.items()),
         "stopping": sorted(st.stopping),
         "network": [
             list(st.group_oeff.items()),

@@ -23,15 +23,32 @@ def cluster():
     return snap, snap.topology  # the index of the fabric the snapshot carries (as the adapter caches it)
 
 
+@pytest.fixture(scope="module")
+def host_cluster(cluster):
+    """The same cluster with host CPU and memory tracked: every node has 64 cores and 512 GiB, and every job asks
+    for some of each per node (the host part a kept index counts again on the nodes whose jobs changed)."""
+    snap, topo = cluster
+    nodes = [replace(n, cpu_milli=64_000, memory_mib=524_288) for n in snap.nodes]
+
+    def asks(job):
+        return replace(job, host_cpu_milli=1_000 * (1 + job.id % 7), host_memory_mib=4_096 * (1 + job.id % 5))
+
+    running = [replace(rj, request=asks(rj.request)) for rj in snap.running]
+    pending = [asks(j) for j in snap.pending]
+    return replace(snap, nodes=nodes, running=running, pending=pending), topo
+
+
 def _load_moved(snap, step: int):
     """The live load of every third link changed, as a telemetry poll between two rounds changes it."""
     util = {k: (u + 0.1 * step) % 1.0 if i % 3 == 0 else u for i, (k, u) in enumerate(snap.link_utilisation.items())}
     return replace(snap, link_utilisation=util)
 
 
-@pytest.mark.parametrize("load_moves", [False, True], ids=["steady-load", "load-moves"])
-def test_the_kept_index_is_the_built_one_after_each_churn_round(cluster, load_moves):
-    snap, topo = cluster
+@pytest.mark.parametrize(
+    ("load_moves", "host"), [(False, False), (True, False), (False, True)], ids=["steady-load", "load-moves", "host"]
+)
+def test_the_kept_index_is_the_built_one_after_each_churn_round(cluster, host_cluster, load_moves, host):
+    snap, topo = host_cluster if host else cluster
     carry = RoundCarry()
     dec = schedule(snap, carry=carry)
     for i in range(5):
@@ -119,3 +136,45 @@ def test_what_the_last_rounds_placer_cached_on_a_node_is_dropped(cluster):
         node.frag_sig = ("a value the last round's placer left",)
     assert kept.advance(snap, topo)
     assert fingerprint(kept) == fingerprint(ClusterState(snap, topo))
+
+
+# A running job's GPUs are kept while its inputs are the same objects and values; the cases below change a job but
+# leave every node's state as it was (the same NodeState objects), so only the job's own change can tell.
+
+
+def _host_index(host_cluster):
+    snap, topo = host_cluster
+    return ClusterState(snap, topo), snap, topo
+
+
+def _multi_gpu_job(snap) -> int:
+    return next(i for i, rj in enumerate(snap.running) if len(rj.shares) > 1)
+
+
+def test_a_running_job_with_new_shares_on_unchanged_nodes_is_counted_once(host_cluster):
+    kept, snap, topo = _host_index(host_cluster)
+    i = _multi_gpu_job(snap)
+    running = list(snap.running)
+    running[i] = replace(running[i], shares=tuple(running[i].shares))  # equal shares, another tuple: read again
+    moved = replace(snap, running=running)
+    assert kept.advance(moved, topo)
+    assert fingerprint(kept) == fingerprint(ClusterState(moved, topo))
+
+
+def test_a_running_job_gone_from_unchanged_nodes_gives_its_host_part_back(host_cluster):
+    kept, snap, topo = _host_index(host_cluster)
+    i = _multi_gpu_job(snap)
+    gone = replace(snap, running=[rj for k, rj in enumerate(snap.running) if k != i])
+    assert kept.advance(gone, topo)
+    assert fingerprint(kept) == fingerprint(ClusterState(gone, topo))
+
+
+def test_a_running_job_that_asks_for_more_host_cpu_on_the_same_shares_is_counted_again(host_cluster):
+    kept, snap, topo = _host_index(host_cluster)
+    i = _multi_gpu_job(snap)
+    running = list(snap.running)
+    req = running[i].request
+    running[i] = replace(running[i], request=replace(req, host_cpu_milli=req.host_cpu_milli + 2_000))
+    more = replace(snap, running=running)
+    assert kept.advance(more, topo)
+    assert fingerprint(kept) == fingerprint(ClusterState(more, topo))
