@@ -18,7 +18,7 @@ from operator import itemgetter
 from time import perf_counter  # the laps' clock; tests replace `time` to set the round's now
 
 from django.db import connections
-from django.db.models import Count, Q, TextField
+from django.db.models import BooleanField, Count, ExpressionWrapper, Q, TextField
 from django.db.models.functions import MD5, Cast, TruncHour
 from django.utils import timezone
 
@@ -301,6 +301,8 @@ class _Seen:
 
     hostname_of: dict[int, str]  # the hosts the requests were built with (a job's dataset node); others: start over
     versions: dict[int, int] = field(default_factory=dict)  # live job id -> version, as last read
+    feed_from: int | None = None  # the change feed's mark at the last read (_read_jobs); None: read every version
+    full_read_at: float = 0.0  # perf_counter() at the last read of every live job's version
     rows: dict[int, JobRow] = field(default_factory=dict)
     requests: dict[int, JobRequest] = field(default_factory=dict)
     pending: _Line = field(default_factory=_Line)  # their JobRequests, in queue order
@@ -351,15 +353,64 @@ def _fetch_rows(queryset) -> list[tuple]:
         return cursor.fetchall()
 
 
+# A round reads every live job's version at least this often, whatever the change feed says: the feed misses nothing
+# written through the database, but a backup restored under a running worker, or triggers turned off by hand, would.
+FULL_READ_EVERY_S = 300.0
+
+# The oldest transaction still open (PostgreSQL): every transaction before it has ended, so its writes are visible to
+# any later statement; jobs written by it or later ones are read again next time. Taken before the jobs are read.
+_FEED_MARK = "SELECT txid_snapshot_xmin(txid_current_snapshot())"
+_FEED_DELETED = "SELECT EXISTS (SELECT 1 FROM scheduler_job_deletions WHERE xid >= %s)"
+
+
 def _read_jobs(cluster_id: int, seen: _Seen) -> dict[int, tuple[JobRow | None, JobRow | None]]:
-    """Job id -> (its row as last read or None, its row now or None) for the live jobs that came, went or changed:
-    (id, version) of every live job (unordered: the queue order is kept in `_Line`s), full rows of the changed."""
-    versions = dict(_fetch_rows(_live_jobs(cluster_id).order_by().values_list("pk", "version")))
-    known = seen.versions.get
-    stale = [pk for pk, version in versions.items() if known(pk) != version]
-    changed: dict[int, tuple[JobRow | None, JobRow | None]] = {
-        pk: (seen.rows.get(pk), None) for pk in seen.versions.keys() - versions.keys()
-    }
+    """Job id -> (its row as last read or None, its row now or None) for the live jobs that came, went or changed.
+
+    On PostgreSQL, from the jobs' change feed (migration 0018): the jobs written since the oldest transaction that
+    was open at the last read, and their versions, where no statement deleted jobs since then; every live job's
+    version at the first read, after a deletion, and every FULL_READ_EVERY_S. On SQLite, every live job's version."""
+    connection = connections[Job.objects.db]
+    if connection.vendor != "postgresql":
+        return _read_versions(_live_jobs(cluster_id), cluster_id, seen, every=True)
+    since = seen.feed_from
+    full = since is None or perf_counter() - seen.full_read_at >= FULL_READ_EVERY_S
+    with connection.cursor() as cursor:
+        cursor.execute(_FEED_MARK)
+        (mark,) = cursor.fetchone()
+        if not full:
+            cursor.execute(_FEED_DELETED, [since])
+            (full,) = cursor.fetchone()
+    if full:
+        changed = _read_versions(_live_jobs(cluster_id), cluster_id, seen, every=True)
+        seen.full_read_at = perf_counter()
+    else:
+        written = Job.objects.filter(change_xid__gte=since).annotate(live=ExpressionWrapper(LIVE_JOB, BooleanField()))
+        changed = _read_versions(written, cluster_id, seen, every=False)
+    seen.feed_from = mark
+    return changed
+
+
+def _read_versions(jobs, cluster_id: int, seen: _Seen, every: bool) -> dict:
+    """`_read_jobs` from (id, version) of `jobs`: every live job of the cluster (`every`; unordered, the queue order is
+    kept in `_Line`s), or the jobs written since the last read (any cluster, live or not). Full rows of the changed."""
+    known = seen.versions
+    changed: dict[int, tuple[JobRow | None, JobRow | None]] = {}
+    if every:
+        versions = dict(_fetch_rows(jobs.order_by().values_list("pk", "version")))
+        stale = [pk for pk, version in versions.items() if known.get(pk) != version]
+        changed.update((pk, (seen.rows.get(pk), None)) for pk in known.keys() - versions.keys())
+    else:
+        versions, stale = known, []
+        for pk, version, cluster, live in _fetch_rows(
+            jobs.order_by().values_list("pk", "version", "pool__cluster_id", "live")
+        ):
+            if live and cluster == cluster_id:
+                if known.get(pk) != version:
+                    stale.append(pk)
+                    versions[pk] = version
+            elif pk in versions:  # no longer live here: ended, held, or moved to another cluster's pool
+                del versions[pk]
+                changed[pk] = (seen.rows.get(pk), None)
     for chunk in (stale[i : i + 10_000] for i in range(0, len(stale), 10_000)):
         for row in Job.objects.filter(pk__any_of=chunk).order_by().values_list(*JOB_FIELDS):
             changed[row[0]] = (seen.rows.get(row[0]), JobRow._make(row))

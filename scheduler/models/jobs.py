@@ -80,6 +80,10 @@ class Job(models.Model):
     preempted_at = models.DateTimeField(null=True, blank=True)
     preempted_gpus = models.JSONField(default=list, blank=True, help_text="Ids of its GPUs that job takes.")
     version = models.PositiveIntegerField(default=0, help_text="Bumped on every change: stale decisions are refused.")
+    # The transaction that last wrote the row (PostgreSQL's txid_current(), set by the job_changed trigger of migration
+    # 0018 on every insert and update, whatever wrote it): a round reads only the jobs written since the oldest
+    # transaction that was still open at its last read (scheduler.snapshot_from_db._read_jobs). Null on SQLite.
+    change_xid = models.BigIntegerField(null=True, blank=True, editable=False)
     # The client's Idempotency-Key header of the submit, and a digest of its body: the same key sent again (a retry
     # after a timeout or a 503) answers with this job instead of queueing a second one (docs/api.md).
     observed_slurm_id = models.PositiveBigIntegerField(
@@ -100,6 +104,7 @@ class Job(models.Model):
             # Each round reads every live job's version: with its own index it reads neither the jobs that ended
             # (all those ever kept) nor, once vacuum has seen their pages, the table.
             models.Index(fields=["pool", "id"], include=["version"], condition=LIVE_JOB, name="job_live_by_pool"),
+            models.Index(fields=["change_xid"], name="job_change_xid"),
         ]
         constraints = [
             models.CheckConstraint(condition=models.Q(gpus__gte=1), name="job_gpus_min_1"),
