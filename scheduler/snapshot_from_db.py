@@ -12,7 +12,7 @@ import threading
 import time
 from bisect import bisect_left
 from collections import defaultdict, namedtuple
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from operator import itemgetter
 from time import perf_counter  # the laps' clock; tests replace `time` to set the round's now
@@ -185,23 +185,6 @@ def _request(job: JobRow, hostname_of: dict[int, str], now_ts: float) -> JobRequ
     )
 
 
-def _copier(cls: type, field_name: str):
-    """`lambda obj, value: replace(obj, field_name=value)` for a frozen slots dataclass without replace's per-call
-    introspection nor its __init__ (4 us for JobRequest's 33 fields): each slot copied in straight-line code, built
-    once here. Every running job's request is copied each round (its service grows with the clock)."""
-    names = [f.name for f in fields(cls)]
-    assert field_name in names and not hasattr(cls, "__post_init__")  # nothing to check or derive: a plain copy
-    slots = {f"set_{name}": getattr(cls, name).__set__ for name in names}
-    body = "".join(f"    set_{n}(new, {'value' if n == field_name else 'obj.' + n})\n" for n in names)
-    code = f"def copy(obj, value):\n    new = make(cls)\n{body}    return new\n"
-    scope = {"make": object.__new__, "cls": cls, **slots}
-    exec(code, scope)  # the code is built from the dataclass's own field names, nothing else
-    return scope["copy"]
-
-
-_with_attained = _copier(JobRequest, "attained_gpu_s")
-
-
 def _tenants(active: list[tuple[int, int, float]], now_ts: float) -> list[TenantState]:
     """Quotas and decayed usage per tenant. `active`: (tenant id, GPUs, started at) of the started jobs of
     ACTIVE_STATUSES, in the jobs' default order (-id), the order their usage is summed in."""
@@ -308,9 +291,8 @@ class _Seen:
     pending: _Line = field(default_factory=_Line)  # their JobRequests, in queue order
     holders: _Line = field(default_factory=_Line)  # ids of the live jobs that are not pending, in queue order
     shares: dict[int, tuple[Share, ...]] = field(default_factory=dict)  # holder -> its shares (created at: `running`)
-    # Holder -> its RunningJob but for the service of its current run (and started_at None: not started yet), and
-    # its shares' creation times (that service's start).
-    running: dict[int, tuple[RunningJob, tuple[float, ...]]] = field(default_factory=dict)
+    # Holder -> its RunningJob (started_at None: not started yet), serving since its shares' creation times.
+    running: dict[int, RunningJob] = field(default_factory=dict)
     active: dict[int, tuple[int, int, float]] = field(default_factory=dict)  # started holder -> _tenants' inputs
     on_gpu: dict[int, dict[int, list[Share]]] = field(default_factory=dict)  # GPU -> holder -> its shares there
     held: dict[int, tuple] = field(default_factory=dict)  # GPU -> _EMPTY_HELD's fields, where anything is held
@@ -479,7 +461,7 @@ def _update_shares(seen: _Seen, changed: dict) -> set[int]:
     for pk, (held_shares, created) in _read_shares(holders).items():
         seen.shares[pk] = held_shares
         if held_shares:
-            seen.running[pk] = (_running_job(seen.rows[pk], seen.requests[pk], held_shares), created)
+            seen.running[pk] = _running_job(seen.rows[pk], seen.requests[pk], held_shares, created)
         for sh in held_shares:
             touched.add(sh.gpu_id)
             seen.on_gpu.setdefault(sh.gpu_id, {}).setdefault(pk, []).append(sh)
@@ -682,8 +664,11 @@ def _node_state(n: dict, gpus: list[GpuState], seen: _Seen, hca_gbps: float) -> 
     )
 
 
-def _running_job(job: JobRow, request: JobRequest, shares: tuple[Share, ...]) -> RunningJob:
-    """A holder as the engine sees it but for the clock: `_running` adds its current run's service each round."""
+def _running_job(job: JobRow, request: JobRequest, shares: tuple[Share, ...], created: tuple[float, ...]) -> RunningJob:
+    """A holder as the engine sees it, kept while its row and allocations are unchanged: the service of its current
+    run (GPU-seconds, a second per share held, since each share's creation) grows with the clock, and the engine adds
+    it (RunningJob.attained_at); its earlier runs are in Job.attained_gpu_s (scheduler.actions.allocations.
+    release_allocations adds each at release)."""
     return RunningJob(
         request=request,
         shares=shares,
@@ -691,28 +676,18 @@ def _running_job(job: JobRow, request: JobRequest, shares: tuple[Share, ...]) ->
         last_migrated_at=job.last_migrated_at.timestamp() if job.last_migrated_at else None,
         borrowed=job.borrowed,
         stopping=job.status in (JobStatus.MIGRATING, JobStatus.PREEMPTED),
+        serving_since=created,
     )
 
 
-_with_request = _copier(RunningJob, "request")
-
-
 def _running(seen: _Seen, now_ts: float) -> list[RunningJob]:
-    """The jobs holding GPUs, in queue order; copied each round: their service so far grows with the clock."""
+    """The jobs holding GPUs, in queue order: the same objects round after round (one not started yet starts now)."""
     running, kept = [], seen.running
     for pk in seen.holders.values:
-        held = kept.get(pk)
-        if held is None:  # holds nothing (stopped, or its allocations not yet written)
+        job = kept.get(pk)
+        if job is None:  # holds nothing (stopped, or its allocations not yet written)
             continue
-        job, created = held
-        # The service in its current run (GPU-seconds: a second per share held); its earlier runs are in
-        # Job.attained_gpu_s (scheduler.actions.allocations.release_allocations adds each at release).
-        serving = max(0.0, now_ts - created[0]) if len(created) == 1 else sum(max(0.0, now_ts - c) for c in created)
-        request = _with_attained(job.request, job.request.attained_gpu_s + serving)
-        if job.started_at is None:
-            running.append(replace(job, request=request, started_at=now_ts))
-        else:
-            running.append(_with_request(job, request))
+        running.append(job if job.started_at is not None else replace(job, started_at=now_ts))
     return running
 
 

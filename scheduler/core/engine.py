@@ -21,6 +21,7 @@ from __future__ import annotations
 import gc
 import time
 from collections import Counter
+from dataclasses import replace
 from operator import attrgetter
 
 from scheduler.core import reasons
@@ -263,7 +264,10 @@ class _Round:
                 self.dec.failures.append((jid, reasons.failed(why)))
             else:
                 self.dec.requeues.append((jid, reasons.requeued(why)))
-                requeued.append(rj.request)
+                # It waits again with all the service it has had (its current run's too), as its record will say.
+                served = rj.attained_at(st.now)
+                req = rj.request
+                requeued.append(req if served == req.attained_gpu_s else replace(req, attained_gpu_s=served))
             st.release_job(jid)
             self._forget(jid)
         return requeued
@@ -331,7 +335,7 @@ class _Round:
                 borrowers.setdefault(req.pool, set()).add(req.tenant)
             if svc is not None:
                 k3 = (req.tenant, req.pool, p)
-                r = svc.level(req)
+                r = svc.level_at(rj.attained_at(now) if rj.serving_since else req.attained_gpu_s)
                 if r > svc_max.get(k3, -1):
                     svc_max[k3] = r
         self._borrowers = borrowers
@@ -885,6 +889,7 @@ class _Round:
                     rj.request.pool,
                     rj.started_at if rj.last_migrated_at is None else max(rj.started_at, rj.last_migrated_at),
                     rj.request,
+                    rj.attained_at(now) if rj.serving_since else rj.request.attained_gpu_s,
                 )
                 for jid, rj in running.items()
                 if rj.request.preemptible
@@ -909,8 +914,10 @@ class _Round:
 
         def by_service(vid: int) -> bool:
             """Least attained service: a job of the same line at or above the floor, when its preemption pays."""
-            req = vinfo[vid][5]
-            return svc.level(req) >= service_floor and svc.remaining_s(req) > pays * (req.checkpoint_cost_s + move_s)
+            _, _, _, _, _, req, attained = vinfo[vid]
+            return svc.level_at(attained) >= service_floor and svc.remaining_s(req, attained) > pays * (
+                req.checkpoint_cost_s + move_s
+            )
 
         def protected(vprio: int) -> bool:
             return min_run > 0 and not (exempt and vprio < prio)

@@ -69,16 +69,20 @@ class ServiceRank:
     aging_s: float = 0.0  # 0: no aging
 
     def level(self, job: JobRequest) -> int:
-        a = job.attained_gpu_s
+        return self.level_at(job.attained_gpu_s)
+
+    def level_at(self, a: float) -> int:
+        """The level of a job that has received `a` GPU-seconds."""
         q = self.quantum_gpu_s
         if a < q or q <= 0 or self.levels <= 1:
             return 0
         return min(self.levels - 1, 1 + int(math.log(a / q) / math.log(self.base) + 1e-9))
 
-    def remaining_s(self, job: JobRequest) -> float:
+    def remaining_s(self, job: JobRequest, attained: float | None = None) -> float:
         """Expected seconds left: the rest of its estimate, else as long again as it has run (a job that ran
-        long is likely long: the decreasing hazard least-attained-service rests on)."""
-        ran = job.attained_gpu_s / max(1, job.gpus)
+        long is likely long: the decreasing hazard least-attained-service rests on). `attained`: its service when
+        the request's figure is not all of it (a running job's, RunningJob.attained_at)."""
+        ran = (job.attained_gpu_s if attained is None else attained) / max(1, job.gpus)
         est = job.est_runtime_s
         if est is not None and est > ran:
             return est - ran

@@ -200,6 +200,18 @@ class RunningJob:
     last_migrated_at: float | None = None
     borrowed: bool = False
     stopping: bool = False  # already told to stop (preempted / migrating): not a victim or mover again
+    # When each share of its current run began to count (a GPU-second per share and second held), where
+    # `request.attained_gpu_s` holds only its earlier runs (the database's record): `attained_at` adds them up. Empty:
+    # the request's figure is the whole service. The same job object then serves round after round.
+    serving_since: tuple[float, ...] = ()
+
+    def attained_at(self, now: float) -> float:
+        """GPU-seconds of service received by `now`: its earlier runs and its current one."""
+        since = self.serving_since
+        if not since:
+            return self.request.attained_gpu_s
+        serving = max(0.0, now - since[0]) if len(since) == 1 else sum(max(0.0, now - c) for c in since)
+        return self.request.attained_gpu_s + serving
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,10 +40,11 @@ def at(monkeypatch):
     return set_time
 
 
-def running_request(cluster, job):
+def running_attained(cluster, job) -> float:
+    """The job's service as the round's engine reads it: its earlier runs and its current one, at the round's now."""
     snapshot, _ = build_snapshot(cluster.pk)
     (rj,) = [rj for rj in snapshot.running if rj.request.id == job.pk]
-    return rj.request
+    return rj.attained_at(snapshot.now)
 
 
 def test_a_running_job_has_the_service_of_its_current_run(cluster, submit, at):
@@ -52,7 +53,7 @@ def test_a_running_job_has_the_service_of_its_current_run(cluster, submit, at):
     run_round(cluster.pk, "test")
     at(30)
     # 2 GPUs x 30 s = 60 GPU-s, none stored yet.
-    assert running_request(cluster, job).attained_gpu_s == 60.0
+    assert running_attained(cluster, job) == 60.0
     job.refresh_from_db()
     assert job.attained_gpu_s == 0.0
 
@@ -82,7 +83,7 @@ def test_service_adds_up_over_a_requeue(cluster, submit, at):
     assert job.status == "running"
     at(100)
     # 80 stored + 2 GPUs x 60 s of the new run = 200.
-    assert running_request(cluster, job).attained_gpu_s == 200.0
+    assert running_attained(cluster, job) == 200.0
 
 
 def test_fair_share_charges_a_finished_job(cluster, submit, at):

@@ -4,8 +4,6 @@ a build from empty state gives."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from django.db.models import F
 
@@ -13,10 +11,9 @@ from fabric import actions as fabric_actions
 from fabric.choices import GpuHealth, NodeState
 from fabric.models import GPU, Node, NodeTopology
 from scheduler import actions, snapshot_from_db
-from scheduler.core.types import JobRequest, RunningJob, Share
 from scheduler.models import Job
 from scheduler.rounds import run_round
-from scheduler.snapshot_from_db import _Line, _with_attained, _with_request, build_snapshot, clear_caches
+from scheduler.snapshot_from_db import _Line, build_snapshot, clear_caches
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("frozen_snapshot_clock")]
 
@@ -190,14 +187,6 @@ def test_a_line_moved_by_bisect_equals_one_resorted():
         line.update([(3, -2), (9, -9)], {(5, -4): "d", (5, -1): "a2", (1, -5): "e"})
     assert few.keys == many.keys == [(1, -5), (5, -4), (5, -3), (5, -1)]
     assert few.values == many.values == ["e", "d", "c", "a2"]
-
-
-def test_the_slot_copies_equal_dataclasses_replace():
-    request = JobRequest(id=7, tenant="acme", pool=1, gpus=2, attained_gpu_s=10.0, name="x", preempted_gpus=(3,))
-    running = RunningJob(request=request, shares=(Share(1, "whole"),), started_at=5.0, borrowed=True)
-    assert _with_attained(request, 99.5) == replace(request, attained_gpu_s=99.5)
-    other = replace(request, id=8)
-    assert _with_request(running, other) == replace(running, request=other)
 
 
 def test_a_cluster_without_nodes_has_an_empty_snapshot():

@@ -160,6 +160,7 @@ class SnapBuilder:
         stopping: bool = False,
         last_migrated_at: float | None = None,
         shares: list[Share] | None = None,
+        serving_since: tuple[float, ...] = (),
         **kw: Any,
     ) -> RunningJob:
         """A running job holding GPUs `on` {node: [indices]} (whole GPUs unless `shares` is given)."""
@@ -190,6 +191,7 @@ class SnapBuilder:
             last_migrated_at,
             borrowed,
             stopping,
+            serving_since,
         )
         self.running.append(rj)
         return rj

@@ -38,6 +38,38 @@ def test_new_job_preempts_its_tenants_job_with_more_service():
     assert d.pending_reasons[1] == "preempting job 20 to free 4 GPUs on n1; starts when they stop"
 
 
+def test_a_running_jobs_current_run_counts_toward_its_level():
+    # As the database adapter gives it: no service on record yet, its 4 shares held for 400 s: 1600 GPU-s, level 1.
+    b = one_node()
+    b.run(20, {"n1": [0, 1, 2, 3]}, started_at=b.now - 400, serving_since=(b.now - 400,) * 4)
+    b.job(1, gpus=4)
+    (p,) = schedule(b.snapshot()).preemptions
+    assert (p.job_id, p.for_job) == (20, 1)
+
+
+def test_a_running_jobs_current_run_counts_toward_what_it_has_left():
+    # 1600 GPU-s on record (level 1) and 4 shares held for 100 s: 2000 GPU-s, 500 s run of a 650 s estimate. 150 s
+    # left does not pay for a preemption (2 x (60 s checkpoint + 30 s restart) = 180 s): it is kept. From its record
+    # alone it would have run 400 s and have 250 s left, and give way.
+    b = one_node()
+    b.run(20, {"n1": [0, 1, 2, 3]}, started_at=b.now - 100, serving_since=(b.now - 100,) * 4, attained_gpu_s=1600.0,
+          est_runtime_s=650.0)  # fmt: skip
+    b.job(1, gpus=4)
+    assert schedule(b.snapshot(config(preemption_min_run_s=0))).preemptions == []
+
+
+def test_a_requeued_job_waits_with_the_service_of_the_run_it_lost():
+    # Job 20 ran 400 s on 4 GPUs (its current run) until a GPU failed: 1600 GPU-s, level 1, behind job 1 (level 0)
+    # of the same tenant though it was queued first.
+    b = one_node()
+    b.run(20, {"n1": [0, 1, 2, 3]}, started_at=b.now - 400, serving_since=(b.now - 400,) * 4)
+    b.set_gpu("n1", 0, healthy=False)
+    b.job(1, gpus=2)
+    d = schedule(b.snapshot())
+    assert [j for j, _ in d.requeues] == [20]
+    assert d.queue_order == [1, 20]
+
+
 def test_a_job_at_the_same_level_is_not_preempted():
     b = one_node()
     long_runner(b, ran_s=140.0)  # 560 GPU-s: level 0, like the new job

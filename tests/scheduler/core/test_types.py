@@ -154,10 +154,23 @@ def test_a_share_left_at_its_defaults_is_a_whole_gpu_at_full_compute(name, expec
 
 @pytest.mark.parametrize(
     ("name", "expected"),
-    [("last_migrated_at", None), ("borrowed", False), ("stopping", False)],
+    [("last_migrated_at", None), ("borrowed", False), ("stopping", False), ("serving_since", ())],
 )
 def test_a_running_job_left_at_its_defaults_is_unborrowed_and_not_stopping(name, expected):
     assert getattr(RunningJob(request=job(), shares=(), started_at=0.0), name) == expected
+
+
+def test_a_running_jobs_service_is_its_earlier_runs_and_a_second_per_share_held_since_each_began():
+    rj = RunningJob(
+        request=dataclasses.replace(job(), attained_gpu_s=100.0), shares=(), started_at=0.0, serving_since=(10.0, 20.0)
+    )
+    assert rj.attained_at(50.0) == 100.0 + 40.0 + 30.0
+    assert rj.attained_at(15.0) == 100.0 + 5.0  # the second share has not begun yet: nothing from it
+
+
+def test_without_serving_times_a_running_jobs_service_is_its_requests():
+    rj = RunningJob(request=dataclasses.replace(job(), attained_gpu_s=100.0), shares=(), started_at=0.0)
+    assert rj.attained_at(1e9) == 100.0
 
 
 @pytest.mark.parametrize(
