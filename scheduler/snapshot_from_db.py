@@ -22,6 +22,7 @@ from django.db.models import BooleanField, Count, ExpressionWrapper, Q, TextFiel
 from django.db.models.functions import MD5, Cast, TruncHour
 from django.utils import timezone
 
+from fabric import change_feed
 from fabric.choices import GpuHealth, NodeRole
 from fabric.choices import NodeState as NodeStatus
 from fabric.graph_from_db import fabric_for_cluster
@@ -284,8 +285,8 @@ class _Seen:
 
     hostname_of: dict[int, str]  # the hosts the requests were built with (a job's dataset node); others: start over
     versions: dict[int, int] = field(default_factory=dict)  # live job id -> version, as last read
-    feed_from: int | None = None  # the change feed's mark at the last read (_read_jobs); None: read every version
-    full_read_at: float = 0.0  # perf_counter() at the last read of every live job's version
+    feed_from: int | None = None  # the change feed's mark at the last read (_feed); None: read the fed tables whole
+    full_read_at: float = 0.0  # perf_counter() at the last whole read of them
     rows: dict[int, JobRow] = field(default_factory=dict)
     requests: dict[int, JobRequest] = field(default_factory=dict)
     pending: _Line = field(default_factory=_Line)  # their JobRequests, in queue order
@@ -302,7 +303,8 @@ class _Seen:
     gpu_util: dict[int, float] = field(default_factory=dict)
     gpus: dict[int, GpuState] = field(default_factory=dict)
     node_gpus: dict[int, list[int]] = field(default_factory=dict)  # node -> its GPU ids by index
-    topology_digest: dict[int, str] = field(default_factory=dict)
+    topology_digest: dict[int, tuple[int, str]] = field(default_factory=dict)  # node -> (its matrix's id, digest)
+    topology_node: dict[int, int] = field(default_factory=dict)  # NVLink matrix id -> its node
     topologies: dict[int, dict] = field(default_factory=dict)
     hca_of: tuple | None = None  # (fabric, hosts) hca_gbps was summed for
     hca_gbps: dict[str, float] = field(default_factory=dict)
@@ -335,41 +337,54 @@ def _fetch_rows(queryset) -> list[tuple]:
         return cursor.fetchall()
 
 
-# A round reads every live job's version at least this often, whatever the change feed says: the feed misses nothing
+# A round reads every fed table whole at least this often, whatever the change feed says: the feed misses nothing
 # written through the database, but a backup restored under a running worker, or triggers turned off by hand, would.
 FULL_READ_EVERY_S = 300.0
 
-# The oldest transaction still open (PostgreSQL): every transaction before it has ended, so its writes are visible to
-# any later statement; jobs written by it or later ones are read again next time. Taken before the jobs are read.
-_FEED_MARK = "SELECT txid_snapshot_xmin(txid_current_snapshot())"
-_FEED_DELETED = "SELECT EXISTS (SELECT 1 FROM scheduler_job_deletions WHERE xid >= %s)"
+
+@dataclass(frozen=True)
+class _Feed:
+    """What this build reads of the fed tables (fabric.change_feed): `since` None reads every table whole (SQLite, the
+    first build, every FULL_READ_EVERY_S), else the rows written since that mark, but in `deleted`'s tables."""
+
+    mark: int | None  # to read from next time (None: no feed here)
+    since: int | None = None
+    deleted: frozenset[str] = frozenset()
+
+    def whole(self, table: str) -> bool:
+        return self.since is None or table in self.deleted
 
 
-def _read_jobs(cluster_id: int, seen: _Seen) -> dict[int, tuple[JobRow | None, JobRow | None]]:
-    """Job id -> (its row as last read or None, its row now or None) for the live jobs that came, went or changed.
+_FED = ("scheduler_job", "fabric_gpu", "fabric_nodetopology")
 
-    On PostgreSQL, from the jobs' change feed (migration 0018): the jobs written since the oldest transaction that
-    was open at the last read, and their versions, where no statement deleted jobs since then; every live job's
-    version at the first read, after a deletion, and every FULL_READ_EVERY_S. On SQLite, every live job's version."""
+
+def _feed(seen: _Seen) -> _Feed:
+    """Taken before anything the feed reads: rows written by transactions open now are read again next time."""
     connection = connections[Job.objects.db]
-    if connection.vendor != "postgresql":
-        return _read_versions(_live_jobs(cluster_id), cluster_id, seen, every=True)
+    if not change_feed.supported(connection):
+        return _Feed(None)
+    mark = change_feed.mark(connection)
     since = seen.feed_from
-    full = since is None or perf_counter() - seen.full_read_at >= FULL_READ_EVERY_S
-    with connection.cursor() as cursor:
-        cursor.execute(_FEED_MARK)
-        (mark,) = cursor.fetchone()
-        if not full:
-            cursor.execute(_FEED_DELETED, [since])
-            (full,) = cursor.fetchone()
-    if full:
-        changed = _read_versions(_live_jobs(cluster_id), cluster_id, seen, every=True)
-        seen.full_read_at = perf_counter()
-    else:
-        written = Job.objects.filter(change_xid__gte=since).annotate(live=ExpressionWrapper(LIVE_JOB, BooleanField()))
-        changed = _read_versions(written, cluster_id, seen, every=False)
-    seen.feed_from = mark
-    return changed
+    if since is None or perf_counter() - seen.full_read_at >= FULL_READ_EVERY_S:
+        return _Feed(mark)
+    return _Feed(mark, since, frozenset(change_feed.deleted_since(connection, _FED, since)))
+
+
+def _feed_read(seen: _Seen, feed: _Feed) -> None:
+    """After the build's reads: where the next one reads from."""
+    if feed.mark is not None:
+        seen.feed_from = feed.mark
+        if feed.since is None:
+            seen.full_read_at = perf_counter()
+
+
+def _read_jobs(cluster_id: int, seen: _Seen, feed: _Feed) -> dict[int, tuple[JobRow | None, JobRow | None]]:
+    """Job id -> (its row as last read or None, its row now or None) for the live jobs that came, went or changed: from
+    every live job's version, or from the jobs written since the last read (`feed`)."""
+    if feed.whole("scheduler_job"):
+        return _read_versions(_live_jobs(cluster_id), cluster_id, seen, every=True)
+    written = Job.objects.filter(change_xid__gte=feed.since).annotate(live=ExpressionWrapper(LIVE_JOB, BooleanField()))
+    return _read_versions(written, cluster_id, seen, every=False)
 
 
 def _read_versions(jobs, cluster_id: int, seen: _Seen, every: bool) -> dict:
@@ -565,14 +580,30 @@ def _gpu_state(row: tuple, utilisation: float, held: tuple) -> GpuState:
     )
 
 
-def _update_gpus(seen: _Seen, touched: set[int], gpu_util: dict[int, float]) -> set[int]:
+def _gpu_rows(seen: _Seen, feed: _Feed) -> dict[int, tuple]:
+    """The cluster's GPU rows (GPU_FIELDS) by id: all of them read, or those written since the last read (`feed`)."""
+    if feed.whole("fabric_gpu"):
+        # By the round's node ids rather than a join on the cluster: a third of the query's time at 10,000 GPUs.
+        gpus = GPU.objects.filter(node_id__any_of=list(seen.hostname_of)).order_by().values_list(*GPU_FIELDS)
+        return {r[0]: r for r in _fetch_rows(gpus)} if seen.hostname_of else {}
+    written = _fetch_rows(GPU.objects.filter(change_xid__gte=feed.since).order_by().values_list(*GPU_FIELDS))
+    rows = seen.gpu_rows
+    if any(rows.get(r[0]) != (r if r[1] in seen.hostname_of else None) for r in written):
+        rows = dict(rows)
+        for r in written:
+            if r[1] in seen.hostname_of:
+                rows[r[0]] = r
+            else:  # moved to another cluster's node
+                rows.pop(r[0], None)
+    return rows
+
+
+def _update_gpus(seen: _Seen, touched: set[int], gpu_util: dict[int, float], feed: _Feed) -> set[int]:
     """GpuStates of the GPUs whose row, live load or holders changed; returns the nodes they are on."""
-    # By the round's node ids rather than a join on the cluster: a third of the query's time at 10,000 GPUs.
-    gpus = GPU.objects.filter(node_id__any_of=list(seen.hostname_of)).order_by().values_list(*GPU_FIELDS)
-    rows = {r[0]: r for r in _fetch_rows(gpus)} if seen.hostname_of else {}
+    rows = _gpu_rows(seen, feed)
     dirty = set(touched)
     nodes: set[int] = set()
-    if rows != seen.gpu_rows:  # an import, a health change, an admin edit
+    if rows is not seen.gpu_rows and rows != seen.gpu_rows:  # an import, a health change, an admin edit
         for pk in rows.keys() | seen.gpu_rows.keys():
             old, new = seen.gpu_rows.get(pk), rows.get(pk)
             if old != new:
@@ -598,14 +629,31 @@ def _update_gpus(seen: _Seen, touched: set[int], gpu_util: dict[int, float]) -> 
     return nodes
 
 
-def _update_topologies(cluster_id: int, seen: _Seen) -> set[int]:
-    """NVLink matrices (`nvidia-smi topo -m`): a digest of each read every round (their writes bump no mark), the
-    matrix itself where the digest changed; returns those nodes."""
-    digests = dict(
-        NodeTopology.objects.filter(node__cluster_id=cluster_id)
+def _update_topologies(cluster_id: int, seen: _Seen, feed: _Feed) -> set[int]:
+    """NVLink matrices (`nvidia-smi topo -m`), read again where written since the last read (`feed`), else where
+    their digest, read every round, changed; returns those nodes."""
+    if not feed.whole("fabric_nodetopology"):
+        changed: set[int] = set()
+        fed = NodeTopology.objects.filter(change_xid__gte=feed.since).order_by()
+        for pk, node_id, links in fed.values_list("pk", "node_id", "gpu_links"):
+            was_on = seen.topology_node.pop(pk, None)
+            if was_on is not None and was_on != node_id:  # moved to another node: the first has none now
+                seen.topologies.pop(was_on, None)
+                changed.add(was_on)
+            if node_id in seen.hostname_of:
+                seen.topology_node[pk] = node_id
+                if seen.topologies.get(node_id) != links:
+                    seen.topologies[node_id] = links
+                    changed.add(node_id)
+        for node in changed:  # the next whole read compares digests: unknown for these, so it reads them again
+            seen.topology_digest.pop(node, None)
+        return changed
+    digests = {
+        node_id: (pk, digest)
+        for pk, node_id, digest in NodeTopology.objects.filter(node__cluster_id=cluster_id)
         .annotate(digest=MD5(Cast("gpu_links", TextField())))
-        .values_list("node_id", "digest")
-    )
+        .values_list("pk", "node_id", "digest")
+    }
     if digests == seen.topology_digest:
         return set()
     old = seen.topology_digest
@@ -615,6 +663,7 @@ def _update_topologies(cluster_id: int, seen: _Seen) -> set[int]:
     # Read after the digests: a matrix changed in between is read new and its digest differs again next round.
     seen.topologies.update(NodeTopology.objects.filter(node_id__in=changed).values_list("node_id", "gpu_links"))
     seen.topology_digest = digests
+    seen.topology_node = {pk: node_id for node_id, (pk, _) in digests.items()}
     return changed
 
 
@@ -713,18 +762,20 @@ def _build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
     if seen is None or seen.hostname_of != hostname_of:  # hosts added, removed or renamed: start over
         seen = _SEEN[cluster_id] = _Seen(hostname_of=hostname_of)
     # Live load from telemetry's latest state (fabric.ingest); zero where no sample has arrived yet.
+    feed = _feed(seen)
     link_util, gpu_util = latest_utilisation(cluster_id, list(hostname_of.values()))
-    dirty_nodes = _update_topologies(cluster_id, seen)
+    dirty_nodes = _update_topologies(cluster_id, seen, feed)
     hca_gbps = _hca_gbps(seen, fabric, set(hostname_of.values()))
     lap("nodes_live_load")
 
-    changed = _read_jobs(cluster_id, seen)
+    changed = _read_jobs(cluster_id, seen, feed)
     _update_jobs(seen, changed, hostname_of, now_ts)
     index.jobs = dict(seen.rows)
     lap("job_rows")
     touched = _update_shares(seen, changed)
     lap("allocations")
-    dirty_nodes |= _update_gpus(seen, touched, gpu_util)
+    dirty_nodes |= _update_gpus(seen, touched, gpu_util, feed)
+    _feed_read(seen, feed)
     nodes = _update_nodes(seen, node_rows, dirty_nodes, hca_gbps)
     # Shared, not copied: _update_gpus replaces these two whole, never edits them (the job rows it does edit).
     index.gpu_memory, index.gpu_model = seen.gpu_memory, seen.gpu_model

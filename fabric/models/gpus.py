@@ -16,6 +16,8 @@ class GPU(models.Model):
     health = models.CharField(max_length=8, choices=GpuHealth.choices, default=GpuHealth.HEALTHY)
     numa_node = models.SmallIntegerField(null=True, blank=True)
     cpu_affinity = models.CharField(max_length=128, blank=True)
+    # The transaction that last wrote the row (fabric.change_feed): a round reads only the GPUs written since.
+    change_xid = models.BigIntegerField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["node", "index"]
@@ -27,7 +29,11 @@ class GPU(models.Model):
                 condition=models.Q(mig_enabled=False) | models.Q(mig_capable=True), name="mig_enabled_needs_capable"
             ),
         ]
-        indexes = [models.Index(fields=["health"]), models.Index(fields=["model"])]
+        indexes = [
+            models.Index(fields=["health"]),
+            models.Index(fields=["model"]),
+            models.Index(fields=["change_xid"], name="gpu_change_xid"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.node.hostname}/gpu{self.index}"
@@ -46,9 +52,12 @@ class NodeTopology(models.Model):
     nic_affinity = models.JSONField(default=dict)
     nics = models.JSONField(default=list)
     updated = models.DateTimeField(auto_now=True)
+    # The transaction that last wrote the row (fabric.change_feed): a round reads only the matrices written since.
+    change_xid = models.BigIntegerField(null=True, blank=True, editable=False)
 
     class Meta:
         verbose_name_plural = "node topologies"
+        indexes = [models.Index(fields=["change_xid"], name="nodetopology_change_xid")]
 
     def __str__(self) -> str:
         return f"topology of {self.node}"

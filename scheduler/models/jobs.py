@@ -80,9 +80,8 @@ class Job(models.Model):
     preempted_at = models.DateTimeField(null=True, blank=True)
     preempted_gpus = models.JSONField(default=list, blank=True, help_text="Ids of its GPUs that job takes.")
     version = models.PositiveIntegerField(default=0, help_text="Bumped on every change: stale decisions are refused.")
-    # The transaction that last wrote the row (PostgreSQL's txid_current(), set by the job_changed trigger of migration
-    # 0018 on every insert and update, whatever wrote it): a round reads only the jobs written since the oldest
-    # transaction that was still open at its last read (scheduler.snapshot_from_db._read_jobs). Null on SQLite.
+    # The transaction that last wrote the row (fabric.change_feed, migration 0018): a round reads only the jobs written
+    # since its last read (scheduler.snapshot_from_db._read_jobs). Null on SQLite.
     change_xid = models.BigIntegerField(null=True, blank=True, editable=False)
     # The client's Idempotency-Key header of the submit, and a digest of its body: the same key sent again (a retry
     # after a timeout or a 503) answers with this job instead of queueing a second one (docs/api.md).

@@ -1,6 +1,7 @@
-"""The jobs' change feed on PostgreSQL (migration 0018, scheduler.snapshot_from_db._read_jobs): after its first read a
-round reads only the jobs written since, and still misses nothing: a write that commits late, a deletion, a write
-the triggers did not see. Transactional tests: each write commits, as in production."""
+"""The change feed on PostgreSQL (fabric.change_feed) as a round's snapshot reads it (scheduler.snapshot_from_db): after
+its first read a round reads only the jobs, GPUs and NVLink matrices written since, and still misses nothing: a write
+that commits late, a deletion, a row moved to another cluster, a write the triggers did not see. Transactional tests:
+each write commits, as in production."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from fabric.choices import GpuHealth
+from fabric.models import GPU, Node, NodeTopology
 from scheduler import actions, enqueue, snapshot_from_db
 from scheduler.models import Job
 from scheduler.snapshot_from_db import build_snapshot, clear_caches
@@ -123,3 +126,48 @@ def test_a_job_moved_to_another_clusters_pool_leaves_this_clusters_snapshot(clus
     kept = _snapshot(cluster.pk)
     assert [r.id for r in kept.pending] == [stays.pk]
     assert kept == _fresh(cluster.pk)
+
+
+def _gpu(snapshot, gpu_id: int):
+    return next((g for n in snapshot.nodes for g in n.gpus if g.id == gpu_id), None)
+
+
+def test_a_later_round_reads_only_the_gpus_and_matrices_written_since(cluster):
+    gpu = GPU.objects.filter(node__cluster=cluster).order_by("pk").first()
+    _snapshot(cluster.pk)
+    GPU.objects.filter(pk=gpu.pk).update(health=GpuHealth.FAILED)
+    with CaptureQueriesContext(connection) as queries:
+        kept = _snapshot(cluster.pk)
+    reads = [q["sql"] for q in queries.captured_queries if 'FROM "fabric_gpu"' in q["sql"]]
+    assert len(reads) == 1 and '"fabric_gpu"."change_xid" >=' in reads[0]
+    matrices = [q["sql"] for q in queries.captured_queries if 'FROM "fabric_nodetopology"' in q["sql"]]
+    assert len(matrices) == 1 and '"fabric_nodetopology"."change_xid" >=' in matrices[0]
+    assert not _gpu(kept, gpu.pk).healthy
+    assert kept == _fresh(cluster.pk)
+
+
+def test_a_gpu_deleted_or_moved_to_another_clusters_node_leaves_the_snapshot(cluster):
+    from tests.factories import fat_tree
+
+    other_node = Node.objects.filter(cluster=fat_tree("other", nodes=2, gpus_per_node=8, leaf_ports=16)).first()
+    deleted, moved = GPU.objects.filter(node__cluster=cluster).order_by("-pk")[:2]
+    _snapshot(cluster.pk)
+    GPU.objects.filter(pk=moved.pk).update(node=other_node, index=99)
+    assert _gpu(_snapshot(cluster.pk), moved.pk) is None
+    GPU.objects.filter(pk=deleted.pk).delete()
+    kept = _snapshot(cluster.pk)
+    assert _gpu(kept, deleted.pk) is None
+    assert kept == _fresh(cluster.pk)
+
+
+def test_an_nvlink_matrix_moved_to_another_clusters_node_leaves_the_first(cluster):
+    from fabric.models import Cluster
+
+    first = Node.objects.filter(cluster=cluster, topology__isnull=False).order_by("hostname").first()
+    bare = Node.objects.create(cluster=Cluster.objects.create(name="other"), hostname="bare")
+    NodeTopology.objects.filter(node=first).update(gpu_links={"0-1": "NV18", "2-3": "NV18"})  # two pairs, not one island
+    before = {n.hostname: n.nvlink_islands for n in _snapshot(cluster.pk).nodes}[first.hostname]
+    NodeTopology.objects.filter(node=first).update(node=bare)
+    kept = _snapshot(cluster.pk)
+    assert kept == _fresh(cluster.pk)
+    assert {n.hostname: n.nvlink_islands for n in kept.nodes}[first.hostname] != before
