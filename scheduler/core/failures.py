@@ -14,10 +14,17 @@ from scheduler.core.types import RunningJob
 
 
 def broken_jobs(state: ClusterState) -> list[tuple[RunningJob, str]]:
-    """Running jobs that lost capacity, each with the first problem found (in plain words)."""
+    """Running jobs that lost capacity, each with the first problem found (in plain words). A job the index kept
+    from the last round has the answer it had then (ClusterState.broken_found)."""
     out: list[tuple[RunningJob, str]] = []
     gpus = state.gpus
-    for rj in state.running.values():
+    found = state.broken_found
+    for jid, rj in state.running.items():
+        if jid in found:
+            why = found[jid]
+            if why is not None:
+                out.append((rj, why))
+            continue
         why = None
         nodes: set[str] = set()
         for sh in rj.shares:
@@ -38,6 +45,7 @@ def broken_jobs(state: ClusterState) -> list[tuple[RunningJob, str]]:
                 if state.nodes[name].off_fabric:
                     why = reasons.node_off_fabric(name)
                     break
+        found[jid] = why
         if why is not None:
             out.append((rj, why))
     return out

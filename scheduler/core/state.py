@@ -306,6 +306,9 @@ class ClusterState:
         # What each running job's held GPUs were read from: (its shares, its host CPU and memory); `advance` keeps
         # the GPUs of a job whose inputs are these same ones.
         self._held_from: dict[int, tuple] = {}
+        # Running job -> what failures.broken_jobs found of it (None: nothing), for the jobs a kept index keeps: an
+        # index is kept only while no GPU's health, node's state or the fabric changed, so a kept job's answer stands.
+        self.broken_found: dict[int, str | None] = {}
         self.stopping: set[int] = set()
         # Nodes whose cached state (NodeSlot.frag_sig) was dropped since the placer last looked: None until a
         # placer keeps an index of node states (the host-aware fragmentation search).
@@ -446,7 +449,8 @@ class ClusterState:
         keeps them (and its GPU-equivalents); the others are read again. Host CPU and memory, time-slice replicas
         and the jobs per node are counted again on the nodes in `dirty` (a hold or release there, or a new state)
         and on those a job left or joined, in the snapshot's order of jobs, as a build counts them."""
-        old_gpus, old_equiv, old_from = self.job_gpus, self.job_equiv, self._held_from
+        old_gpus, old_equiv, old_from, old_found = self.job_gpus, self.job_equiv, self._held_from, self.broken_found
+        found: dict[int, str | None] = {}
         running: dict[int, RunningJob] = {}
         job_gpus: dict[int, list[tuple[GpuSlot, Share]]] = {}
         job_equiv: dict[int, float] = {}
@@ -468,6 +472,8 @@ class ClusterState:
                 job_gpus[jid] = held
                 job_equiv[jid] = old_equiv[jid]
                 held_from[jid] = was
+                if jid in old_found:
+                    found[jid] = old_found[jid]
             else:
                 job_gpus[jid] = None  # type: ignore[assignment]  # its place in the order; read below
                 job_equiv[jid] = 0.0
@@ -500,7 +506,7 @@ class ClusterState:
                     jid for jid in had if (h := job_gpus.get(jid)) is not None and h is old_gpus.get(jid)
                 }
         self.running, self.job_gpus, self.job_equiv = running, job_gpus, job_equiv
-        self._held_from, self.stopping = held_from, stopping
+        self._held_from, self.stopping, self.broken_found = held_from, stopping, found
         kept_on = {jid for jids in again.values() for jid in jids}
         # Jobs read again take their GPUs, host part and nodes as a build would; kept jobs on dirty nodes count
         # their host part and replicas there again. Together, in the snapshot's order (the order of each node's set).

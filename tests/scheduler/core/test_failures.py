@@ -88,3 +88,38 @@ def test_multi_node_job_on_a_node_that_lost_its_fabric_links_is_requeued():
     b.fabric.links[:] = [replace(link, up=False) if link.key == "n1-L1" else link for link in b.fabric.links]
     d = schedule(b.snapshot())
     assert d.requeues == [(20, "requeued: node n1 lost its fabric links")]  # job 21 needs no network
+
+
+def _kept_rounds(first: SnapBuilder, second: SnapBuilder):
+    """The second snapshot's decisions with the index the first round kept (ClusterState.advance)."""
+    from scheduler.core.carry import RoundCarry
+    from scheduler.core.topology import build_topology
+
+    carry = RoundCarry()
+    s1 = first.snapshot()
+    s1 = replace(s1, topology=build_topology(s1.fabric))
+    schedule(s1, carry=carry)
+    s2 = replace(second.snapshot(), topology=s1.topology)  # the same fabric index, as the adapter caches it
+    kept = carry.state
+    decisions = schedule(s2, carry=carry)
+    assert carry.state is kept  # brought to the second snapshot, not built again
+    return decisions
+
+
+def test_a_job_a_kept_index_finds_on_an_unhealthy_gpu_is_requeued_whatever_it_held_before():
+    # The same job, on a healthy GPU in the first round and on the unhealthy one (unhealthy in both) in the second:
+    # what the first round found of it does not stand for its new shares.
+    first, second = cluster(), cluster()
+    for b, gpu in ((first, 0), (second, 3)):
+        b.set_gpu("n1", 3, healthy=False)
+        b.run(20, {"n1": [gpu]}, queue_seq=1)
+    assert _kept_rounds(first, second).requeues == [(20, "requeued: GPU 3 on n1 is unhealthy")]
+
+
+def test_a_requeue_that_did_not_apply_is_decided_again_by_a_kept_index():
+    # The database refused the first round's requeue (a stale decision): the job still holds the broken GPU.
+    first, second = cluster(), cluster()
+    for b in (first, second):
+        b.set_gpu("n1", 3, healthy=False)
+        b.run(20, {"n1": [2, 3]}, queue_seq=1)
+    assert _kept_rounds(first, second).requeues == [(20, "requeued: GPU 3 on n1 is unhealthy")]
