@@ -5,9 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Count, Max, Q, Sum
 from django.utils import timezone
 
+from fabric import change_feed
 from fabric.choices import GpuHealth, LinkState, NodeState
 from fabric.collectors.samples import FABRIC_SOURCE
 from fabric.latest import latest_utilisation
@@ -24,11 +26,33 @@ from fabric.models.telemetry import (
 from fabric.telemetry.imbalance import hottest
 from fabric.topology.link_speeds import LinkRate
 
+# What fabric_version read, per cluster: (the change feed's mark before it read, the version). PostgreSQL only.
+_VERSIONS: dict[int, tuple[int, tuple]] = {}
+_VERSION_TABLES = ("fabric_cluster", "fabric_importrecord", "fabric_link", "fabric_node", "fabric_switch")
+
 
 def fabric_version(cluster_id: int) -> tuple:
     """Changes whenever the graph or the port -> link map can have changed: an import, a link or switch edit, an
     HCA put on another host or a host renamed (those actions touch Cluster.updated).
-    Caches of the fabric (the scheduler's topology index, ingest's port map) compare it to rebuild."""
+    Caches of the fabric (the scheduler's topology index, ingest's port map) compare it to rebuild. On PostgreSQL
+    it is counted again only after a write to a table it reads (fabric.change_feed): a round and a poll ask every
+    few seconds, and counting reads every link of the cluster."""
+    if not change_feed.supported(connection):
+        return _fabric_version(cluster_id)
+    mark = change_feed.mark(connection)
+    kept = _VERSIONS.get(cluster_id)
+    if kept is not None and not change_feed.written_since(connection, _VERSION_TABLES, kept[0]):
+        _VERSIONS[cluster_id] = (mark, kept[1])
+        return kept[1]
+    version = _fabric_version(cluster_id)
+    if change_feed.wrote(connection, _VERSION_TABLES):  # counted from writes that may yet roll back: not kept
+        _VERSIONS.pop(cluster_id, None)
+    else:
+        _VERSIONS[cluster_id] = (mark, version)
+    return version
+
+
+def _fabric_version(cluster_id: int) -> tuple:
     links = Link.objects.filter(cluster_id=cluster_id).aggregate(
         n=Count("pk"), down=Count("pk", filter=Q(state=LinkState.DOWN)), cap=Sum("capacity_gbps")
     )

@@ -7,8 +7,12 @@ class Cluster(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 
+    # The transaction that last wrote the row (fabric.change_feed): fabric_version recounts only after a write.
+    change_xid = models.BigIntegerField(null=True, blank=True, editable=False)
+
     class Meta:
         ordering = ["name"]
+        indexes = [models.Index(fields=["change_xid"], name="cluster_change_xid")]
 
     def __str__(self) -> str:
         return self.name
@@ -23,8 +27,12 @@ class ImportRecord(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     summary = models.JSONField(default=dict)
 
+    # The transaction that last wrote the row (fabric.change_feed): fabric_version recounts only after a write.
+    change_xid = models.BigIntegerField(null=True, blank=True, editable=False)
+
     class Meta:
         ordering = ["-created"]
+        indexes = [models.Index(fields=["change_xid"], name="importrecord_change_xid")]
 
     def __str__(self) -> str:
         return f"{self.format} import into {self.cluster} at {self.created:%Y-%m-%d %H:%M}"

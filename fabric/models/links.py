@@ -22,9 +22,15 @@ class Link(models.Model):
         default=False, help_text="Both ends on one switch or HCA (a test plug, a miscabling): never routed over."
     )
 
+    # The transaction that last wrote the row (fabric.change_feed): fabric_version recounts only after a write.
+    change_xid = models.BigIntegerField(null=True, blank=True, editable=False)
+
     class Meta:
         ordering = ["cluster", "id"]
-        indexes = [models.Index(fields=["cluster", "state"])]
+        indexes = [
+            models.Index(fields=["cluster", "state"]),
+            models.Index(fields=["change_xid"], name="link_change_xid"),
+        ]
 
     def __str__(self) -> str:
         ends = {p.link_end: p for p in self.ports.all()}

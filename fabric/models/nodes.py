@@ -63,10 +63,16 @@ class Node(models.Model):
         default=0, help_text="The host's MemTotal as its node agent last reported it, MiB (0: never reported)."
     )
 
+    # The transaction that last wrote the row (fabric.change_feed): fabric_version recounts only after a write.
+    change_xid = models.BigIntegerField(null=True, blank=True, editable=False)
+
     class Meta:
         ordering = ["cluster", "hostname"]
         constraints = [models.UniqueConstraint(fields=["cluster", "hostname"], name="node_hostname_unique_per_cluster")]
-        indexes = [models.Index(fields=["cluster", "state"])]
+        indexes = [
+            models.Index(fields=["cluster", "state"]),
+            models.Index(fields=["change_xid"], name="node_change_xid"),
+        ]
 
     def __str__(self) -> str:
         return self.hostname

@@ -17,13 +17,19 @@ class Switch(models.Model):
     role_source = models.CharField(max_length=8, choices=RoleSource.choices, default=RoleSource.DETECTED)
     rack = models.CharField(max_length=64, blank=True)
 
+    # The transaction that last wrote the row (fabric.change_feed): fabric_version recounts only after a write.
+    change_xid = models.BigIntegerField(null=True, blank=True, editable=False)
+
     class Meta:
         ordering = ["cluster", "name"]
         constraints = [
             models.UniqueConstraint(fields=["cluster", "guid"], name="switch_guid_unique_per_cluster"),
             models.CheckConstraint(condition=models.Q(guid__regex=r"^[0-9a-f]{16}$"), name="switch_guid_hex16"),
         ]
-        indexes = [models.Index(fields=["cluster", "role"])]
+        indexes = [
+            models.Index(fields=["cluster", "role"]),
+            models.Index(fields=["change_xid"], name="switch_change_xid"),
+        ]
         verbose_name_plural = "switches"
 
     def __str__(self) -> str:
