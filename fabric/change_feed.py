@@ -87,30 +87,23 @@ def deleted_since(connection: BaseDatabaseWrapper, tables: Iterable[str], since:
         return {row[0] for row in cursor.fetchall()}
 
 
-def written_since(connection: BaseDatabaseWrapper, tables: Iterable[str], since: int) -> bool:
-    """Whether a row of `tables` was inserted, updated or deleted since the mark `since` (as far as this statement
-    sees: a write still open then has an id at or after the mark taken before it)."""
+def written_since(connection: BaseDatabaseWrapper, tables: Iterable[str], since: int | None) -> tuple[int, bool, bool]:
+    """In one statement: (the mark to read from next time; whether a row of `tables` was inserted, updated or deleted
+    since the mark `since` (None: no), as far as this statement sees; whether this session's open transaction wrote
+    any, which may yet be rolled back, leaving no trace for a later check to find). The mark is the statement's own
+    snapshot's: a write it does not see has an id at or after it."""
     tables = list(tables)
     quote = connection.ops.quote_name
-    exists = " OR ".join(f"EXISTS (SELECT 1 FROM {quote(t)} WHERE change_xid >= %s)" for t in tables)
+    since_any = " OR ".join(f"EXISTS (SELECT 1 FROM {quote(t)} WHERE change_xid >= %s)" for t in tables)
+    own_any = " OR ".join(f"EXISTS (SELECT 1 FROM {quote(t)} WHERE change_xid = own.xid)" for t in tables)
+    deleted = "EXISTS (SELECT 1 FROM clusterctl_deletions d WHERE d.tbl = ANY(%s) AND d.xid {} {})"
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {exists} OR EXISTS (SELECT 1 FROM clusterctl_deletions WHERE tbl = ANY(%s) AND xid >= %s)",
-            [*([since] * len(tables)), tables, since],
+            "SELECT txid_snapshot_xmin(txid_current_snapshot()), "
+            f"%s IS NOT NULL AND ({since_any} OR {deleted.format('>=', '%s')}), "
+            f"own.xid IS NOT NULL AND ({own_any} OR {deleted.format('=', 'own.xid')}) "
+            "FROM (SELECT txid_current_if_assigned() AS xid) own",
+            [since, *([since] * len(tables)), tables, since, tables],
         )
-        return cursor.fetchone()[0]
-
-
-def wrote(connection: BaseDatabaseWrapper, tables: Iterable[str]) -> bool:
-    """Whether this session's open transaction inserted, updated or deleted rows of `tables`: what it reads of them
-    may yet be rolled back, and a rollback leaves no trace for `written_since` to find."""
-    tables = list(tables)
-    quote = connection.ops.quote_name
-    exists = " OR ".join(f"EXISTS (SELECT 1 FROM {quote(t)} WHERE change_xid = own.xid)" for t in tables)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT own.xid IS NOT NULL AND ({exists} OR EXISTS (SELECT 1 FROM clusterctl_deletions d "
-            "WHERE d.tbl = ANY(%s) AND d.xid = own.xid)) FROM (SELECT txid_current_if_assigned() AS xid) own",
-            [tables],
-        )
-        return cursor.fetchone()[0]
+        mark, written, wrote = cursor.fetchone()
+        return mark, bool(written), bool(wrote)

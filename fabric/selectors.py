@@ -39,13 +39,13 @@ def fabric_version(cluster_id: int) -> tuple:
     few seconds, and counting reads every link of the cluster."""
     if not change_feed.supported(connection):
         return _fabric_version(cluster_id)
-    mark = change_feed.mark(connection)
     kept = _VERSIONS.get(cluster_id)
-    if kept is not None and not change_feed.written_since(connection, _VERSION_TABLES, kept[0]):
-        _VERSIONS[cluster_id] = (mark, kept[1])
-        return kept[1]
-    version = _fabric_version(cluster_id)
-    if change_feed.wrote(connection, _VERSION_TABLES):  # counted from writes that may yet roll back: not kept
+    mark, written, wrote = change_feed.written_since(connection, _VERSION_TABLES, kept[0] if kept else None)
+    if kept is not None and not written:
+        version = kept[1]
+    else:
+        version = _fabric_version(cluster_id)
+    if wrote:  # counted from this transaction's own writes, which may yet roll back: not kept
         _VERSIONS.pop(cluster_id, None)
     else:
         _VERSIONS[cluster_id] = (mark, version)

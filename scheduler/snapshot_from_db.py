@@ -2,8 +2,8 @@
 
 Live link utilisation and GPU load come from telemetry's latest state (fabric.ingest); links whose error
 counters climb come from open health alerts. What earlier rounds read and built is kept per cluster (`_Seen`), so
-a round's cost in Python follows what changed since the last one; its reads still cover the live jobs' versions
-and the GPU and node rows.
+a round's cost follows what changed since the last one: on PostgreSQL it reads only the jobs, GPUs and NVLink
+matrices written since (fabric.change_feed), elsewhere every live job's version and every GPU row.
 """
 
 from __future__ import annotations
@@ -231,10 +231,10 @@ def fabric_and_topology(cluster_id: int) -> tuple[Fabric, Topology]:
 # ---------------------------------------------------------------------------- what earlier rounds read
 #
 # A churn round changes a few dozen of the tens of thousands of jobs and a few dozen GPUs. Each cluster keeps what
-# its earlier rounds read and built (`_Seen`): a round reads (id, version) of its live jobs and the GPU and node
-# rows, and rebuilds only the engine objects whose inputs changed. Every job change goes through scheduler.actions
-# and bumps `version`, and a job's allocations change only with the job (placed, released, moved: each bumps it);
-# GPU, node and NVLink rows carry no such mark, so they are read every round and compared whole. What is kept is
+# its earlier rounds read and built (`_Seen`), and rebuilds only the engine objects whose inputs changed. What changed
+# it learns from the change feed (`_feed`: the rows written since its last read) or, reading a table whole, from the
+# jobs' `version` (every job change goes through scheduler.actions and bumps it) and by comparing GPU rows and NVLink
+# digests. A job's allocations change only with the job (placed, released, moved: each bumps it). What is kept is
 # exactly what a build from empty state gives: `clear_caches()` then `build_snapshot` is the reference the tests
 # compare with. A snapshot that is still wrong somehow costs a stale decision, never a double allocation: apply
 # re-checks the locked ledgers and job versions.

@@ -165,7 +165,8 @@ def test_an_nvlink_matrix_moved_to_another_clusters_node_leaves_the_first(cluste
 
     first = Node.objects.filter(cluster=cluster, topology__isnull=False).order_by("hostname").first()
     bare = Node.objects.create(cluster=Cluster.objects.create(name="other"), hostname="bare")
-    NodeTopology.objects.filter(node=first).update(gpu_links={"0-1": "NV18", "2-3": "NV18"})  # two pairs, not one island
+    # Two NVLink pairs, not one island of all the GPUs:
+    NodeTopology.objects.filter(node=first).update(gpu_links={"0-1": "NV18", "2-3": "NV18"})
     before = {n.hostname: n.nvlink_islands for n in _snapshot(cluster.pk).nodes}[first.hostname]
     NodeTopology.objects.filter(node=first).update(node=bare)
     kept = _snapshot(cluster.pk)
