@@ -174,7 +174,9 @@ def canonical(snapshot: Snapshot, trace_id: dict[int, int], t0: float) -> dict:
         "pending": {trace_id[r.id]: request(r) for r in snapshot.pending},
         "running": {
             trace_id[rj.request.id]: {
-                "request": request(rj.request),
+                # Its service as the engine reads it (RunningJob.attained_at): the database hands its earlier runs in
+                # the request and the current one's start times beside it, the replay all of it in the request.
+                "request": request(replace(rj.request, attained_gpu_s=rj.attained_at(snapshot.now))),
                 "gpus": tuple(sorted(names[s.gpu_id] for s in rj.shares)),
                 "started_at": round(rj.started_at - t0, 6),
                 "last_migrated_at": None if rj.last_migrated_at is None else round(rj.last_migrated_at - t0, 6),
