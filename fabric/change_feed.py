@@ -71,20 +71,17 @@ def supported(connection: BaseDatabaseWrapper) -> bool:
     return connection.vendor == "postgresql"
 
 
-def mark(connection: BaseDatabaseWrapper) -> int:
-    """The oldest transaction still open: take it before reading, read from it next time."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT txid_snapshot_xmin(txid_current_snapshot())")
-        return cursor.fetchone()[0]
-
-
-def deleted_since(connection: BaseDatabaseWrapper, tables: Iterable[str], since: int) -> set[str]:
-    """The tables of `tables` some statement deleted rows of since the mark `since`."""
+def deleted_since(connection: BaseDatabaseWrapper, tables: Iterable[str], since: int | None) -> tuple[int, set[str]]:
+    """In one statement: (the mark to read from next time, taken before the reads that follow; the tables of
+    `tables` some statement deleted rows of since the mark `since`, none when `since` is None)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT DISTINCT tbl FROM clusterctl_deletions WHERE tbl = ANY(%s) AND xid >= %s", [list(tables), since]
+            "SELECT txid_snapshot_xmin(txid_current_snapshot()), ARRAY(SELECT DISTINCT tbl FROM clusterctl_deletions "
+            "WHERE %s IS NOT NULL AND tbl = ANY(%s) AND xid >= %s)",
+            [since, list(tables), since],
         )
-        return {row[0] for row in cursor.fetchall()}
+        mark, deleted = cursor.fetchone()
+        return mark, set(deleted)
 
 
 def written_since(connection: BaseDatabaseWrapper, tables: Iterable[str], since: int | None) -> tuple[int, bool, bool]:

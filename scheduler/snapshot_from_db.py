@@ -363,11 +363,11 @@ def _feed(seen: _Seen) -> _Feed:
     connection = connections[Job.objects.db]
     if not change_feed.supported(connection):
         return _Feed(None)
-    mark = change_feed.mark(connection)
     since = seen.feed_from
-    if since is None or perf_counter() - seen.full_read_at >= FULL_READ_EVERY_S:
-        return _Feed(mark)
-    return _Feed(mark, since, frozenset(change_feed.deleted_since(connection, _FED, since)))
+    if since is not None and perf_counter() - seen.full_read_at >= FULL_READ_EVERY_S:
+        since = None
+    mark, deleted = change_feed.deleted_since(connection, _FED, since)
+    return _Feed(mark, since, frozenset(deleted))
 
 
 def _feed_read(seen: _Seen, feed: _Feed) -> None:
