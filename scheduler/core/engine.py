@@ -265,9 +265,8 @@ class _Round:
             else:
                 self.dec.requeues.append((jid, reasons.requeued(why)))
                 # It waits again with all the service it has had (its current run's too), as its record will say.
-                served = rj.attained_at(st.now)
                 req = rj.request
-                requeued.append(req if served == req.attained_gpu_s else replace(req, attained_gpu_s=served))
+                requeued.append(replace(req, attained_gpu_s=rj.attained_at(st.now)) if rj.serving_since else req)
             st.release_job(jid)
             self._forget(jid)
         return requeued
@@ -335,7 +334,7 @@ class _Round:
                 borrowers.setdefault(req.pool, set()).add(req.tenant)
             if svc is not None:
                 k3 = (req.tenant, req.pool, p)
-                r = svc.level_at(rj.attained_at(now) if rj.serving_since else req.attained_gpu_s)
+                r = svc.level_at(rj.attained_at(now))
                 if r > svc_max.get(k3, -1):
                     svc_max[k3] = r
         self._borrowers = borrowers
@@ -889,7 +888,7 @@ class _Round:
                     rj.request.pool,
                     rj.started_at if rj.last_migrated_at is None else max(rj.started_at, rj.last_migrated_at),
                     rj.request,
-                    rj.attained_at(now) if rj.serving_since else rj.request.attained_gpu_s,
+                    rj.attained_at(now),
                 )
                 for jid, rj in running.items()
                 if rj.request.preemptible
