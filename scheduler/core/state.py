@@ -456,7 +456,7 @@ class ClusterState:
         job_equiv: dict[int, float] = {}
         held_from: dict[int, tuple] = {}
         stopping: set[int] = set()
-        fresh: list[tuple[int, RunningJob]] = []
+        fresh: list[int] = []  # jobs read again
         for rj in snap.running:
             req = rj.request
             jid = req.id
@@ -477,7 +477,7 @@ class ClusterState:
             else:
                 job_gpus[jid] = None  # type: ignore[assignment]  # its place in the order; read below
                 job_equiv[jid] = 0.0
-                fresh.append((jid, rj))
+                fresh.append(jid)
             if rj.stopping:
                 stopping.add(jid)
         # Nodes whose jobs changed: those a job left (gone, or read again) and those a job read again holds.
@@ -486,15 +486,15 @@ class ClusterState:
                 for g, _ in held:
                     dirty.add(g.node)
         gpus = self.gpus
-        for _, rj in fresh:
-            for sh in rj.shares:
+        for jid in fresh:
+            for sh in running[jid].shares:
                 g = gpus.get(sh.gpu_id)
                 if g is not None:
                     dirty.add(g.node)
         # The dirty nodes' jobs before, kept, and those read again, in the snapshot's order.
         on_node = self.jobs_on_node
         order = {jid: i for i, jid in enumerate(running)}
-        again: dict[str, set[int]] = {}
+        kept_on: set[int] = set()  # kept jobs on dirty nodes
         for node in dirty:
             node.cpu_free, node.mem_free = node.cpu_cap, node.mem_cap
             for g in node.gpus:
@@ -502,15 +502,12 @@ class ClusterState:
                     g.ts_reps = set()
             had = on_node.pop(node.name, None)
             if had:
-                again[node.name] = {
-                    jid for jid in had if (h := job_gpus.get(jid)) is not None and h is old_gpus.get(jid)
-                }
+                kept_on.update(jid for jid in had if (h := job_gpus.get(jid)) is not None and h is old_gpus.get(jid))
         self.running, self.job_gpus, self.job_equiv = running, job_gpus, job_equiv
         self._held_from, self.stopping, self.broken_found = held_from, stopping, found
-        kept_on = {jid for jids in again.values() for jid in jids}
         # Jobs read again take their GPUs, host part and nodes as a build would; kept jobs on dirty nodes count
         # their host part and replicas there again. Together, in the snapshot's order (the order of each node's set).
-        redo = sorted([*kept_on, *(jid for jid, _ in fresh)], key=order.__getitem__)
+        redo = sorted([*kept_on, *fresh], key=order.__getitem__)
         dirty_names = {node.name for node in dirty}
         for jid in redo:
             if job_gpus[jid] is None:
