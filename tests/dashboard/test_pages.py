@@ -207,13 +207,17 @@ def test_overview_shows_each_cluster_with_its_live_numbers(staff, busy):
 
 def report_gpu_utilisation(cluster, percents: list[float]) -> None:
     """The latest GPU utilisation of the cluster's first GPUs, as ingest leaves it in the cache (one node's load)."""
-    from django.core.cache import cache
+    import time
 
-    from fabric.latest import load_key
+    from fabric import latest
+    from fabric.collectors.samples import NodeSample
 
     gpus = list(GPU.objects.filter(node__cluster=cluster, node__role="compute").order_by("pk")[: len(percents)])
     metrics = {g.pk: (pct, 1000.0, 81559.0, 50.0, 300.0) for g, pct in zip(gpus, percents, strict=True)}
-    cache.set(load_key(cluster.pk, gpus[0].node.hostname), {"links": {}, "gpus": {}, "gpu_metrics": metrics})
+    host = gpus[0].node.hostname
+    latest.store(
+        cluster.pk, {host: (NodeSample(host, time.time(), "nvml"), {"links": {}, "gpus": {}, "gpu_metrics": metrics})}
+    )
 
 
 def spread_shown(html: str) -> str:

@@ -61,11 +61,13 @@ def test_fabric_reads_live_load_and_error_alerts(site):
     Alert.objects.create(cluster=site.cluster, rule="port_errors", severity="warning", object_kind="port",
                          object_key=f"gpu0001/{port.hca.device}/{port.number}", message="symbol errors",
                          first_seen=timezone.now(), last_seen=timezone.now())  # fmt: skip
-    from django.core.cache import cache
+    import time
 
-    from fabric.latest import load_key
+    from fabric import latest
+    from fabric.collectors.samples import NodeSample
 
-    cache.set(load_key(site.cluster.pk, "gpu0001"), {"links": {port.link_id: 0.423}, "gpus": {}, "gpu_metrics": {}})
+    load = {"links": {port.link_id: 0.423}, "gpus": {}, "gpu_metrics": {}}
+    latest.store(site.cluster.pk, {"gpu0001": (NodeSample("gpu0001", time.time(), "nvml"), load)})  # as ingest does
     try:
         data = build(site.cluster.pk, "fabric")["fabric"]
     finally:
