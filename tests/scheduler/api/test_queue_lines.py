@@ -25,15 +25,28 @@ def test_an_empty_queue_packs_and_reads_as_empty():
 
 
 def test_reason_numbers_past_65535_take_four_bytes():
-    raw = zlib.decompress(queue_lines.pack([1, 2], [70_000, 3]))
-    # "QL1", "I", count 2, two 8-byte ids, two 4-byte reasons.
-    assert raw[:4] == b"QL1I" and len(raw) == 3 + 1 + 4 + 2 * 8 + 2 * 4
-    assert queue_lines.unpack(queue_lines.pack([1, 2], [70_000, 3])) == ([1, 2], [70_000, 3])
+    raw = queue_lines.pack([1, 2], [70_000, 3])
+    # "QL2", "i", "I", count 2, two 4-byte ids, two 4-byte reasons.
+    assert raw[:5] == b"QL2iI" and len(raw) == 3 + 1 + 1 + 4 + 2 * 4 + 2 * 4
+    assert queue_lines.unpack(raw) == ([1, 2], [70_000, 3])
 
 
 def test_small_reason_numbers_take_two_bytes():
-    raw = zlib.decompress(queue_lines.pack([1, 2, 3], [0, 65_535, 4]))
-    assert raw[:4] == b"QL1H" and len(raw) == 8 + 3 * 8 + 3 * 2
+    raw = queue_lines.pack([1, 2, 3], [0, 65_535, 4])
+    assert raw[:5] == b"QL2iH" and len(raw) == 9 + 3 * 4 + 3 * 2
+
+
+def test_ids_past_four_bytes_take_eight():
+    raw = queue_lines.pack([1, 2**31], [0, 0])
+    assert raw[:5] == b"QL2qH" and len(raw) == 9 + 2 * 8 + 2 * 2
+    assert queue_lines.unpack(raw) == ([1, 2**31], [0, 0])
+
+
+def test_lines_written_before_in_the_first_layout_still_read():
+    # QL1: zlib of "QL1", the reasons' type, the count, 8-byte ids, then the reasons (little-endian).
+    body = (7).to_bytes(8, "little") + (2**40).to_bytes(8, "little") + (1).to_bytes(2, "little") + bytes(2)
+    blob = zlib.compress(b"QL1H" + (2).to_bytes(4, "little") + body, 1)
+    assert queue_lines.unpack(blob) == ([7, 2**40], [1, 0])
 
 
 def test_a_job_without_a_reason_is_refused():
@@ -44,7 +57,9 @@ def test_a_job_without_a_reason_is_refused():
 @pytest.mark.parametrize(
     ("blob", "says"),
     [
-        (b"not zlib", "not zlib data"),
+        (b"not zlib", "neither b'QL2' nor zlib data"),
+        (b"QL2xH\x00\x00\x00\x00", "unknown header"),
+        (b"QL2iH\x02\x00\x00\x00" + b"\x00" * 4, "do not hold the 2 jobs"),
         (zlib.compress(b"XYZH\x00\x00\x00\x00"), "unknown header"),
         (zlib.compress(b"QL1H\x02\x00\x00\x00" + b"\x00" * 8), "do not hold the 2 jobs"),
     ],
@@ -75,4 +90,4 @@ def test_unreadable_lines_show_no_queue_and_are_logged(site, submit, caplog):
     ClusterScheduler.objects.filter(cluster=site.cluster).update(queue_lines=b"garbage")
     with caplog.at_level(logging.WARNING, logger="scheduler.selectors"):
         assert queue_entries([site.cluster.pk]) == {}
-    assert f"cluster {site.cluster.pk}: queue lines: not zlib data" in caplog.text
+    assert f"cluster {site.cluster.pk}: queue lines: neither b'QL2' nor zlib data" in caplog.text
