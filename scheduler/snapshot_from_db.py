@@ -20,7 +20,6 @@ from time import perf_counter  # the laps' clock; tests replace `time` to set th
 from django.db import connections
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q, TextField
 from django.db.models.functions import MD5, Cast, TruncHour
-from django.utils import timezone
 
 from fabric import change_feed
 from fabric.choices import GpuHealth, NodeRole
@@ -46,10 +45,12 @@ from scheduler.core.types import (
 from scheduler.core.types import (
     Quota as QuotaState,
 )
+from scheduler.finished_usage import FinishedUsage
 from scheduler.models import Allocation, Job, Pool, PoolNode, PriorityClass, Quota, Tenant
 from scheduler.models.jobs import LIVE_JOB
 
 USAGE_HALF_LIFE_S = 24 * 3600.0  # fair share forgets half of past usage per day
+USAGE_WINDOW_S = 7 * USAGE_HALF_LIFE_S  # and a finished job's altogether after a week (under 1 % of it is left)
 # The fragmentation term's request mix (scheduler.core.fragmentation): shared-GPU submissions of the last day,
 # each weighing half as much per 6 h of age; pending jobs count whatever their age.
 REQUEST_MIX_WINDOW_S = 24 * 3600.0
@@ -186,9 +187,10 @@ def _request(job: JobRow, hostname_of: dict[int, str], now_ts: float) -> JobRequ
     )
 
 
-def _tenants(active: list[tuple[int, int, float]], now_ts: float) -> list[TenantState]:
+def _tenants(active: list[tuple[int, int, float]], finished: dict[int, float], now_ts: float) -> list[TenantState]:
     """Quotas and decayed usage per tenant. `active`: (tenant id, GPUs, started at) of the started jobs of
-    ACTIVE_STATUSES, in the jobs' default order (-id), the order their usage is summed in."""
+    ACTIVE_STATUSES, in the jobs' default order (-id), the order their usage is summed in; `finished`: tenant id ->
+    decayed GPU-hours of its jobs finished within USAGE_WINDOW_S (`_finished_usage`)."""
     normal = PriorityClass.objects.filter(name="normal").values_list("value", flat=True).first() or 50
     quotas: dict[int, dict[int, QuotaState]] = defaultdict(dict)
     for q in Quota.objects.all():
@@ -196,12 +198,8 @@ def _tenants(active: list[tuple[int, int, float]], now_ts: float) -> list[Tenant
     usage: dict[int, float] = defaultdict(float)
     for tenant_id, gpus, started_at in active:
         usage[tenant_id] += gpus * (now_ts - started_at) / 3600
-    cutoff = timezone.now() - timezone.timedelta(seconds=7 * USAGE_HALF_LIFE_S)
-    for tenant_id, attained, finished in Job.objects.filter(finished_at__gte=cutoff).values_list(
-        "tenant_id", "attained_gpu_s", "finished_at"
-    ):
-        age = now_ts - finished.timestamp()
-        usage[tenant_id] += attained / 3600 * 0.5 ** (age / USAGE_HALF_LIFE_S)
+    for tenant_id, hours in finished.items():
+        usage[tenant_id] += hours
     return [
         TenantState(
             name=t.name,
@@ -211,6 +209,24 @@ def _tenants(active: list[tuple[int, int, float]], now_ts: float) -> list[Tenant
         )
         for t in Tenant.objects.select_related("max_priority")
     ]
+
+
+_USAGE_FIELDS = ("pk", "tenant_id", "attained_gpu_s", "finished_at")
+
+
+def _finished_usage(seen: _Seen, feed: _Feed, now_ts: float) -> dict[int, float]:
+    """Tenant id -> decayed GPU-hours of the jobs (of every cluster) finished within USAGE_WINDOW_S: kept between
+    rounds (scheduler.finished_usage), from the jobs written since the last read, or every job of the window when the
+    jobs are read whole (the first round, SQLite, after a deletion, every FULL_READ_EVERY_S)."""
+    kept = seen.finished
+    if feed.whole("scheduler_job"):
+        since = datetime.fromtimestamp(now_ts - USAGE_WINDOW_S, tz=UTC)
+        rows = Job.objects.filter(finished_at__gte=since).order_by().values_list(*_USAGE_FIELDS)
+        kept.reset(((pk, t, a, f.timestamp()) for pk, t, a, f in rows.iterator(chunk_size=10_000)), now_ts)
+    else:
+        rows = Job.objects.filter(change_xid__gte=feed.since).order_by().values_list(*_USAGE_FIELDS)
+        kept.update(((pk, t, a, f.timestamp() if f is not None else None) for pk, t, a, f in rows), now_ts)
+    return kept.usage(now_ts)
 
 
 _FABRIC_CACHE: dict[int, tuple[tuple, Fabric, Topology]] = {}
@@ -310,6 +326,8 @@ class _Seen:
     hca_gbps: dict[str, float] = field(default_factory=dict)
     node_inputs: dict[int, tuple] = field(default_factory=dict)
     nodes: dict[int, NodeState] = field(default_factory=dict)
+    # Decayed usage of the jobs finished lately (`_finished_usage`).
+    finished: FinishedUsage = field(default_factory=lambda: FinishedUsage(USAGE_HALF_LIFE_S, USAGE_WINDOW_S))
 
 
 _SEEN: dict[int, _Seen] = {}
@@ -784,7 +802,8 @@ def _build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
     running = _running(seen, now_ts)
     lap("requests")
     pools = _pools(cluster_id, index, list(hostname_of.values()))
-    tenants = _tenants([seen.active[pk] for pk in sorted(seen.active, reverse=True)], now_ts)
+    finished = _finished_usage(seen, feed, now_ts)
+    tenants = _tenants([seen.active[pk] for pk in sorted(seen.active, reverse=True)], finished, now_ts)
     lap("pools_tenants")
     link_errors = _erroring_links(cluster_id)
     request_mix = _request_mix(cluster_id, now_ts)
