@@ -8,9 +8,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field, fields
 from itertools import filterfalse, repeat
 
-from django.db import IntegrityError, transaction
+import psycopg
+from django.db import IntegrityError, connections, transaction
 from django.db.models import F
 from django.utils import timezone
+from psycopg.types.json import Jsonb
 
 from scheduler import events, queue_lines
 from scheduler.actions.allocations import (
@@ -328,6 +330,21 @@ def _record_queue(cluster_id: int, decisions, jobs: dict) -> None:
         if r.job_id in waiting and (key not in starts or r.start_at < starts[key][0]):
             starts[key] = [round(r.start_at, 3), r.basis]
     queue = {"texts": list(texts), "starts": starts}
-    ClusterScheduler.objects.filter(cluster_id=cluster_id).update(
-        queue=queue, queue_lines=queue_lines.pack(order, reasons)
-    )
+    _store_queue(cluster_id, queue, queue_lines.pack(order, reasons))
+
+
+def _store_queue(cluster_id: int, queue: dict, packed: bytes) -> None:
+    connection = connections[ClusterScheduler.objects.db]
+    if connection.vendor != "postgresql":
+        ClusterScheduler.objects.filter(cluster_id=cluster_id).update(queue=queue, queue_lines=packed)
+        return
+    # Django's psycopg cursors bind parameters on the client: the 280 KB of queue lines went into the statement as a
+    # hex literal twice their size that PostgreSQL parsed (12-16 ms a round at 50,000 jobs). A server-binding cursor
+    # of the same connection, in the same transaction, sends them as one binary parameter (2 ms).
+    table = connection.ops.quote_name(ClusterScheduler._meta.db_table)
+    connection.ensure_connection()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(
+            f"UPDATE {table} SET queue = %s, queue_lines = %b WHERE cluster_id = %s",
+            [Jsonb(queue), packed, cluster_id],
+        )
