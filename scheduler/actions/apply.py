@@ -323,11 +323,12 @@ def _record_queue(cluster_id: int, decisions, jobs: dict) -> None:
     texts: dict[str, int] = {}
     number = {reason: texts.setdefault(reason[:500], len(texts)) for reason in dict.fromkeys(said)}
     reasons = list(map(number.__getitem__, said))
-    waiting = set(order)
     starts: dict[str, list] = {}
     for r in decisions.reservations:
         key = str(r.job_id)
-        if r.job_id in waiting and (key not in starts or r.start_at < starts[key][0]):
+        # Still waiting: in `order` (a reservation is always for a job of the queue), without a set of its 50,000.
+        waiting = r.job_id in jobs and r.job_id not in placed
+        if waiting and (key not in starts or r.start_at < starts[key][0]):
             starts[key] = [round(r.start_at, 3), r.basis]
     queue = {"texts": list(texts), "starts": starts}
     _store_queue(cluster_id, queue, queue_lines.pack(order, reasons))

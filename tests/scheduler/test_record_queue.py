@@ -7,7 +7,7 @@ import pytest
 
 from scheduler import queue_lines
 from scheduler.actions.apply import _record_queue
-from scheduler.core.types import Decisions, Placement
+from scheduler.core.types import Decisions, Placement, Reservation
 from scheduler.models import ClusterScheduler
 
 pytestmark = pytest.mark.django_db
@@ -25,3 +25,20 @@ def test_the_queue_is_recorded_in_order_with_its_reasons_numbered_by_first_use(p
     row = ClusterScheduler.objects.get(cluster_id=pool.cluster_id)
     assert row.queue["texts"] == ["b", "a", "x" * 500, ""]  # 7 has no reason
     assert queue_lines.unpack(row.queue_lines) == ([3, 1, 4, 5, 6, 7], [0, 1, 0, 2, 2, 3])
+
+
+def test_the_earliest_reserved_start_is_recorded_only_for_jobs_still_waiting(pool):
+    decisions = Decisions(
+        queue_order=[1, 2, 3],
+        placements=[Placement(2, (), ("n1",), 0.0, {}, "")],
+        pending_reasons={1: "reserved", 3: "reserved"},
+        reservations=[
+            Reservation(1, 2000.0, (10,), ("n1",)),
+            Reservation(1, 1500.25, (11,), ("n2",), "stopping"),  # its earlier start wins
+            Reservation(2, 1000.0, (12,), ("n1",)),  # placed this round: nothing to estimate
+            Reservation(3, 3000.0, (13,), ("n3",)),  # no longer in the snapshot
+        ],
+    )
+    _record_queue(pool.cluster_id, decisions, {1: None, 2: None})
+    row = ClusterScheduler.objects.get(cluster_id=pool.cluster_id)
+    assert row.queue["starts"] == {"1": [1500.25, "stopping"]}
