@@ -50,19 +50,6 @@ class HeldReservation:
         self.holds = kept
 
 
-def job_end(placer: Placer, jid: int) -> float:
-    st = placer.state
-    rj = st.running[jid]
-    now = st.now
-    if jid in st.stopping:
-        return now + st.config.preemption_grace_s
-    est = rj.request.est_runtime_s
-    run = est if est is not None else st.config.default_runtime_s
-    end = rj.started_at + run
-    # Past its estimate: expected to end soon, not at once (a minute, or a quarter of a short estimate).
-    return max(end, now + min(60.0, run / 4))
-
-
 Ends = list[tuple[float, int, list[tuple[GpuSlot, Share]]]]  # (expected end, job id, its shares), in that order
 _END_THEN_ID = itemgetter(0, 1)
 
@@ -73,14 +60,33 @@ def running_ends(placer: Placer, ctx: JobCtx) -> Ends:
     Within a round this changes only when a job starts stopping: the engine keeps it per partitions and number of
     jobs stopping (`plan_reservation`'s `ends_cache`)."""
     st = placer.state
+    on_node = st.jobs_on_node
     jobs: set[int] = set()
     for part in ctx.parts:
         for node in part.nodes:
             if node.eligible:
-                jobs.update(st.jobs_on_node.get(node.name, ()))
-    running, job_gpus = st.running, st.job_gpus
-    ends = [(job_end(placer, j), j, job_gpus.get(j, [])) for j in jobs if j in running]
-    ends.sort(key=_END_THEN_ID)
+                held = on_node.get(node.name)
+                if held:
+                    jobs.update(held)
+    # Each job's expected end: a job stopping ends after the grace period, another by its estimate (the default
+    # runtime without one); past it, soon but not at once (a minute, or a quarter of a short estimate).
+    running, job_gpus, stopping = st.running, st.job_gpus, st.stopping
+    now = st.now
+    stopping_end = now + st.config.preemption_grace_s
+    default_run = st.config.default_runtime_s
+    ends: Ends = []
+    for j in jobs:
+        rj = running.get(j)
+        if rj is None:
+            continue
+        if j in stopping:
+            end = stopping_end
+        else:
+            est = rj.request.est_runtime_s
+            run = est if est is not None else default_run
+            end = max(rj.started_at + run, now + min(60.0, run / 4))
+        ends.append((end, j, job_gpus.get(j, [])))
+    ends.sort()  # (end, id): ids are unique, so the shares are never compared
     return ends
 
 
