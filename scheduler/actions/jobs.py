@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
@@ -172,6 +173,38 @@ def submit_jobs_bulk(
     )  # fmt: skip
     if request_round:
         request_round_on_commit(pool.cluster_id, f"{len(jobs)} jobs submitted")
+    return len(jobs)
+
+
+@transaction.atomic
+def record_finished_bulk(
+    tenant: Tenant,
+    pool: Pool,
+    priority_class: PriorityClass,
+    requests: list[dict],
+    finished: list[tuple[datetime, float]],
+    *,
+    actor: str = "history",
+) -> int:
+    """Jobs that already ran (a site's history from the scheduler it used before, a benchmark's), recorded as
+    completed in bulk: each request with its end and the GPU-seconds it received (`finished`, in the same order).
+    Fair share charges their tenants as it does any finished job; nothing waits or runs, so no round is asked for."""
+    if len(requests) != len(finished):
+        raise ActionError(f"{len(requests)} jobs but {len(finished)} ends: one (end, GPU-seconds) per job")
+    _refuse_protected(priority_class, requests)
+    jobs = []
+    for r, (end, attained) in zip(requests, finished, strict=True):
+        if attained < 0:
+            raise ActionError(f"job {r.get('name', '?')!r}: {attained} GPU-seconds received, less than none")
+        ran = timedelta(seconds=attained / max(1, r.get("gpus", 1)))
+        jobs.append(Job(tenant=tenant, pool=pool, priority_class=priority_class, status=JobStatus.COMPLETED,
+                        started_at=end - ran, finished_at=end, attained_gpu_s=attained, **r))  # fmt: skip
+    jobs = Job.objects.bulk_create(jobs, batch_size=2000)
+    JobEvent.objects.bulk_create(
+        [JobEvent(job=j, from_status="", to_status=JobStatus.COMPLETED, reason="recorded as finished", actor=actor)
+         for j in jobs],
+        batch_size=2000,
+    )  # fmt: skip
     return len(jobs)
 
 

@@ -27,7 +27,7 @@ from django.utils import timezone
 from fabric import actions as fabric_actions
 from fabric.models import Cluster
 from scheduler import actions
-from scheduler.choices import ACTIVE_STATUSES, JobStatus
+from scheduler.choices import ACTIVE_STATUSES
 from scheduler.core import schedule
 from scheduler.models import Job, PriorityClass, Tenant
 from scheduler.rounds import run_round
@@ -217,25 +217,16 @@ class Command(BaseCommand):
             actions.cancel_job(job, actor="bench")
 
     def _history(self, pool, n: int, rng: random.Random) -> None:
-        """`n` finished jobs, an hour's worth per UPDATE over the last week. Submitted through the action; their end
-        is written in bulk (setup, not timed: finishing 50,000 jobs one by one through finish_job takes minutes)."""
+        """`n` jobs that finished within the last week, spread over it (recorded as finished, in bulk: set-up, not
+        timed; finishing 50,000 jobs one by one through finish_job takes minutes)."""
         self.say(f"leaving {n} jobs finished within the last week")
         tenants = list(Tenant.objects.filter(name__startswith="bench-t").order_by("name"))
         classes = list(PriorityClass.objects.all())
+        now = timezone.now()
         for start in range(0, n, 5000):
             requests = [_request(rng, f"history-{i}", self.one_gpu) for i in range(start, min(n, start + 5000))]
-            actions.submit_jobs_bulk(rng.choice(tenants), pool, rng.choice(classes), requests, request_round=False)
-        history = Job.objects.filter(pool=pool, name__startswith="history-").order_by("pk")
-        ids = list(history.values_list("pk", flat=True))
-        now = timezone.now()
-        hours = 7 * 24
-        for h in range(hours):
-            chunk = ids[h::hours]
-            Job.objects.filter(pk__in=chunk).update(
-                status=JobStatus.COMPLETED,
-                finished_at=now - timedelta(hours=h, minutes=rng.uniform(0, 60)),
-                attained_gpu_s=rng.uniform(600, 200_000),
-            )
+            ends = [(now - timedelta(seconds=rng.uniform(0, 7 * 86400)), rng.uniform(600, 200_000)) for _ in requests]
+            actions.record_finished_bulk(rng.choice(tenants), pool, rng.choice(classes), requests, ends, actor="bench")
 
     def _jobs(self, pool, pending: int, rng: random.Random) -> None:
         tenants = [actions.create_tenant(f"bench-t{i}", max_priority="high") for i in range(10)]
