@@ -216,16 +216,28 @@ _USAGE_FIELDS = ("pk", "tenant_id", "attained_gpu_s", "finished_at")
 
 def _finished_usage(seen: _Seen, feed: _Feed, now_ts: float) -> dict[int, float]:
     """Tenant id -> decayed GPU-hours of the jobs (of every cluster) finished within USAGE_WINDOW_S: kept between
-    rounds (scheduler.finished_usage), from the jobs written since the last read, or every job of the window when the
-    jobs are read whole (the first round, SQLite, after a deletion, every FULL_READ_EVERY_S)."""
+    rounds (scheduler.finished_usage), from the jobs written since its own last read. It reads the week whole at the
+    first round, on SQLite, after a deletion of jobs, and every FINISHED_FULL_READ_EVERY_S: not at the jobs' own
+    whole read every FULL_READ_EVERY_S, which would cost one round in 300 s a read of the whole week's jobs."""
     kept = seen.finished
-    if feed.whole("scheduler_job"):
-        since = datetime.fromtimestamp(now_ts - USAGE_WINDOW_S, tz=UTC)
-        rows = Job.objects.filter(finished_at__gte=since).order_by().values_list(*_USAGE_FIELDS)
+    since = seen.finished_from
+    deleted = feed.deleted
+    if feed.mark is not None and since is not None and since != feed.since:  # the jobs are read whole this time
+        deleted = change_feed.deleted_since(connections[Job.objects.db], ("scheduler_job",), since)[1]
+    if (
+        feed.mark is None
+        or since is None
+        or "scheduler_job" in deleted
+        or perf_counter() - seen.finished_read_at >= FINISHED_FULL_READ_EVERY_S
+    ):
+        start = datetime.fromtimestamp(now_ts - USAGE_WINDOW_S, tz=UTC)
+        rows = Job.objects.filter(finished_at__gte=start).order_by().values_list(*_USAGE_FIELDS)
         kept.reset(((pk, t, a, f.timestamp()) for pk, t, a, f in rows.iterator(chunk_size=10_000)), now_ts)
+        seen.finished_read_at = perf_counter()
     else:
-        rows = Job.objects.filter(change_xid__gte=feed.since).order_by().values_list(*_USAGE_FIELDS)
+        rows = Job.objects.filter(change_xid__gte=since).order_by().values_list(*_USAGE_FIELDS)
         kept.update(((pk, t, a, f.timestamp() if f is not None else None) for pk, t, a, f in rows), now_ts)
+    seen.finished_from = feed.mark
     return kept.usage(now_ts)
 
 
@@ -326,8 +338,11 @@ class _Seen:
     hca_gbps: dict[str, float] = field(default_factory=dict)
     node_inputs: dict[int, tuple] = field(default_factory=dict)
     nodes: dict[int, NodeState] = field(default_factory=dict)
-    # Decayed usage of the jobs finished lately (`_finished_usage`).
+    # Decayed usage of the jobs finished lately (`_finished_usage`), the change feed's mark it read to, and when it
+    # last read the week whole (perf_counter()).
     finished: FinishedUsage = field(default_factory=lambda: FinishedUsage(USAGE_HALF_LIFE_S, USAGE_WINDOW_S))
+    finished_from: int | None = None
+    finished_read_at: float = 0.0
 
 
 _SEEN: dict[int, _Seen] = {}
@@ -358,6 +373,8 @@ def _fetch_rows(queryset) -> list[tuple]:
 # A round reads every fed table whole at least this often, whatever the change feed says: the feed misses nothing
 # written through the database, but a backup restored under a running worker, or triggers turned off by hand, would.
 FULL_READ_EVERY_S = 300.0
+# Fair share's usage of finished jobs has a safety net of its own (`_finished_usage`): its whole read is a week of jobs.
+FINISHED_FULL_READ_EVERY_S = 3600.0
 
 
 @dataclass(frozen=True)

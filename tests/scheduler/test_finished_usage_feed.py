@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from scheduler import actions, enqueue
+from scheduler import actions, enqueue, snapshot_from_db
 from scheduler.choices import JobStatus
 from scheduler.models import Job
 from scheduler.snapshot_from_db import USAGE_HALF_LIFE_S, USAGE_WINDOW_S, build_snapshot, clear_caches
@@ -89,3 +89,31 @@ def test_a_finished_job_run_again_is_no_longer_charged_as_finished(cluster, tena
     assert usage(snapshot(cluster), tenant) == 1.0
     Job.objects.filter(pk=job.pk).update(status=JobStatus.PENDING, finished_at=None)  # requeued by hand
     assert usage(snapshot(cluster), tenant) == 0.0
+
+
+def test_the_jobs_whole_read_every_few_minutes_does_not_read_the_week_again(cluster, tenant, submit, monkeypatch):
+    monkeypatch.setattr(snapshot_from_db, "FULL_READ_EVERY_S", 0.0)  # every build reads the live jobs whole
+    job = submit(2)
+    snapshot(cluster)
+    finish(job, 7200.0, USAGE_HALF_LIFE_S)
+    with CaptureQueriesContext(connection) as queries:
+        kept = snapshot(cluster)
+    assert usage(kept, tenant) == 1.0
+    assert window_reads(queries) == []
+
+
+def test_a_deletion_is_seen_when_the_jobs_are_read_whole(cluster, tenant, submit, monkeypatch):
+    monkeypatch.setattr(snapshot_from_db, "FULL_READ_EVERY_S", 0.0)
+    job = submit(2)
+    finish(job, 7200.0, USAGE_HALF_LIFE_S)
+    assert usage(snapshot(cluster), tenant) == 1.0
+    Job.objects.filter(pk=job.pk).delete()
+    assert usage(snapshot(cluster), tenant) == 0.0
+
+
+def test_the_week_is_read_whole_again_after_its_own_interval(cluster, tenant, submit, monkeypatch):
+    snapshot(cluster)
+    monkeypatch.setattr(snapshot_from_db, "FINISHED_FULL_READ_EVERY_S", 0.0)
+    with CaptureQueriesContext(connection) as queries:
+        snapshot(cluster)
+    assert len(window_reads(queries)) == 1
