@@ -46,6 +46,7 @@ from scheduler.core.types import (
     Quota as QuotaState,
 )
 from scheduler.finished_usage import FinishedUsage
+from scheduler.finished_usage import Row as UsageRow
 from scheduler.models import Allocation, Job, Pool, PoolNode, PriorityClass, Quota, Tenant
 from scheduler.models.jobs import LIVE_JOB
 
@@ -214,11 +215,12 @@ def _tenants(active: list[tuple[int, int, float]], finished: dict[int, float], n
 _USAGE_FIELDS = ("pk", "tenant_id", "attained_gpu_s", "finished_at")
 
 
-def _finished_usage(seen: _Seen, feed: _Feed, now_ts: float) -> dict[int, float]:
+def _finished_usage(seen: _Seen, feed: _Feed, written: list[UsageRow] | None, now_ts: float) -> dict[int, float]:
     """Tenant id -> decayed GPU-hours of the jobs (of every cluster) finished within USAGE_WINDOW_S: kept between
-    rounds (scheduler.finished_usage), from the jobs written since its own last read. It reads the week whole at the
-    first round, on SQLite, after a deletion of jobs, and every FINISHED_FULL_READ_EVERY_S: not at the jobs' own
-    whole read every FULL_READ_EVERY_S, which would cost one round in 300 s a read of the whole week's jobs."""
+    rounds (scheduler.finished_usage), from the jobs written since its own last read (`written`: what `_read_jobs`
+    read of them, when it read from the same mark). It reads the week whole at the first round, on SQLite, after a
+    deletion of jobs, and every FINISHED_FULL_READ_EVERY_S: not at the jobs' own whole read every FULL_READ_EVERY_S,
+    which would cost one round in 300 s a read of the whole week's jobs."""
     kept = seen.finished
     since = seen.finished_from
     deleted = feed.deleted
@@ -234,6 +236,8 @@ def _finished_usage(seen: _Seen, feed: _Feed, now_ts: float) -> dict[int, float]
         rows = Job.objects.filter(finished_at__gte=start).order_by().values_list(*_USAGE_FIELDS)
         kept.reset(((pk, t, a, f.timestamp()) for pk, t, a, f in rows.iterator(chunk_size=10_000)), now_ts)
         seen.finished_read_at = perf_counter()
+    elif written is not None and since == feed.since:
+        kept.update(written, now_ts)
     else:
         rows = Job.objects.filter(change_xid__gte=since).order_by().values_list(*_USAGE_FIELDS)
         kept.update(((pk, t, a, f.timestamp() if f is not None else None) for pk, t, a, f in rows), now_ts)
@@ -413,18 +417,21 @@ def _feed_read(seen: _Seen, feed: _Feed) -> None:
             seen.full_read_at = perf_counter()
 
 
-def _read_jobs(cluster_id: int, seen: _Seen, feed: _Feed) -> dict[int, tuple[JobRow | None, JobRow | None]]:
-    """Job id -> (its row as last read or None, its row now or None) for the live jobs that came, went or changed: from
-    every live job's version, or from the jobs written since the last read (`feed`)."""
+def _read_jobs(cluster_id: int, seen: _Seen, feed: _Feed) -> tuple[dict, list[UsageRow] | None]:
+    """(job id -> (its row as last read or None, its row now or None) for the live jobs that came, went or changed;
+    what fair share's usage reads of each job written since, None on a whole read): from every live job's version, or
+    from the jobs written since the last read (`feed`), in one read that `_finished_usage` shares."""
     if feed.whole("scheduler_job"):
-        return _read_versions(_live_jobs(cluster_id), cluster_id, seen, every=True)
+        return _read_versions(_live_jobs(cluster_id), cluster_id, seen, every=True), None
     written = Job.objects.filter(change_xid__gte=feed.since).annotate(live=ExpressionWrapper(LIVE_JOB, BooleanField()))
-    return _read_versions(written, cluster_id, seen, every=False)
+    usage: list[UsageRow] = []
+    return _read_versions(written, cluster_id, seen, every=False, usage=usage), usage
 
 
-def _read_versions(jobs, cluster_id: int, seen: _Seen, every: bool) -> dict:
+def _read_versions(jobs, cluster_id: int, seen: _Seen, every: bool, usage: list[UsageRow] | None = None) -> dict:
     """`_read_jobs` from (id, version) of `jobs`: every live job of the cluster (`every`; unordered, the queue order is
-    kept in `_Line`s), or the jobs written since the last read (any cluster, live or not). Full rows of the changed."""
+    kept in `_Line`s), or the jobs written since the last read (any cluster, live or not; `usage` takes what fair
+    share's usage reads of each). Full rows of the changed."""
     known = seen.versions
     changed: dict[int, tuple[JobRow | None, JobRow | None]] = {}
     if every:
@@ -433,9 +440,10 @@ def _read_versions(jobs, cluster_id: int, seen: _Seen, every: bool) -> dict:
         changed.update((pk, (seen.rows.get(pk), None)) for pk in known.keys() - versions.keys())
     else:
         versions, stale = known, []
-        for pk, version, cluster, live in _fetch_rows(
-            jobs.order_by().values_list("pk", "version", "pool__cluster_id", "live")
-        ):
+        rows = _fetch_rows(jobs.order_by().values_list("pk", "version", "pool__cluster_id", "live", *_USAGE_FIELDS[1:]))
+        if usage is not None:
+            usage.extend((pk, t, a, f.timestamp() if f is not None else None) for pk, _, _, _, t, a, f in rows)
+        for pk, version, cluster, live, *_ in rows:
             if live and cluster == cluster_id:
                 if known.get(pk) != version:
                     stale.append(pk)
@@ -803,7 +811,7 @@ def _build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
     hca_gbps = _hca_gbps(seen, fabric, set(hostname_of.values()))
     lap("nodes_live_load")
 
-    changed = _read_jobs(cluster_id, seen, feed)
+    changed, written = _read_jobs(cluster_id, seen, feed)
     _update_jobs(seen, changed, hostname_of, now_ts)
     index.jobs = dict(seen.rows)
     lap("job_rows")
@@ -819,7 +827,7 @@ def _build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
     running = _running(seen, now_ts)
     lap("requests")
     pools = _pools(cluster_id, index, list(hostname_of.values()))
-    finished = _finished_usage(seen, feed, now_ts)
+    finished = _finished_usage(seen, feed, written, now_ts)
     tenants = _tenants([seen.active[pk] for pk in sorted(seen.active, reverse=True)], finished, now_ts)
     lap("pools_tenants")
     link_errors = _erroring_links(cluster_id)

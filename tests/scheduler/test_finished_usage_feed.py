@@ -61,6 +61,8 @@ def test_a_job_that_finishes_after_the_first_round_is_charged_next_round_without
         kept = snapshot(cluster)
     assert usage(kept, tenant) == 1.0
     assert window_reads(queries) == []
+    # The jobs written since are read once, for the queue and fair share alike.
+    assert len([q for q in queries.captured_queries if '"scheduler_job"."change_xid" >=' in q["sql"]]) == 1
     clear_caches()
     assert usage(snapshot(cluster), tenant) == 1.0  # a whole read agrees
 
