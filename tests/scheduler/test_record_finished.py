@@ -22,12 +22,14 @@ def at(seconds_before_now: float) -> datetime:
     return datetime.fromtimestamp(NOW - seconds_before_now, tz=UTC)
 
 
-def test_jobs_are_recorded_completed_with_their_end_and_service(tenant, pool, normal, monkeypatch):
+def test_jobs_are_recorded_completed_with_their_end_and_service(
+    tenant, pool, normal, monkeypatch, django_capture_on_commit_callbacks
+):
     asked = []
     monkeypatch.setattr(enqueue, "request_round", lambda *a, **k: asked.append(a))
-    n = actions.record_finished_bulk(
-        tenant, pool, normal, [{"name": "a", "gpus": 4}, {"name": "b", "gpus": 1}], [(at(100), 7200.0), (at(50), 0.0)]
-    )
+    with django_capture_on_commit_callbacks(execute=True):  # what would run once it commits
+        requests = [{"name": "a", "gpus": 4}, {"name": "b", "gpus": 1}]
+        n = actions.record_finished_bulk(tenant, pool, normal, requests, [(at(100), 7200.0), (at(50), 0.0)])
     assert n == 2
     a, b = Job.objects.filter(name__in=["a", "b"]).order_by("name")
     assert (a.status, a.finished_at, a.attained_gpu_s) == (JobStatus.COMPLETED, at(100), 7200.0)
