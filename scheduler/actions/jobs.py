@@ -186,9 +186,9 @@ def record_finished_bulk(
     *,
     actor: str = "history",
 ) -> int:
-    """Jobs that already ran (a site's history from the scheduler it used before, a benchmark's), recorded as
-    completed in bulk: each request with its end and the GPU-seconds it received (`finished`, in the same order).
-    Fair share charges their tenants as it does any finished job; nothing waits or runs, so no round is asked for."""
+    """Jobs that already ran, recorded as completed in bulk: each request with its end and the GPU-seconds it received
+    (`finished`, in the same order). Fair share charges their tenants as it does any finished job; nothing waits or
+    runs, so no round is asked for. Its caller today is `bench_scheduler --history` (a week of a busy cluster)."""
     if len(requests) != len(finished):
         raise ActionError(f"{len(requests)} jobs but {len(finished)} ends: one (end, GPU-seconds) per job")
     _refuse_protected(priority_class, requests)

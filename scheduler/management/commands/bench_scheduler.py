@@ -29,7 +29,7 @@ from fabric.models import Cluster
 from scheduler import actions
 from scheduler.choices import ACTIVE_STATUSES
 from scheduler.core import schedule
-from scheduler.models import Job, PriorityClass, Tenant
+from scheduler.models import Job, PriorityClass
 from scheduler.rounds import run_round
 from scheduler.snapshot_from_db import build_snapshot
 
@@ -89,9 +89,9 @@ class Command(BaseCommand):
         name = f"bench-{o['gpus']}"
         cluster = self._cluster(name, o["gpus"])
         pool = actions.ensure_scheduler(cluster)
-        self._jobs(pool, o["pending"], rng)
+        tenants = self._jobs(pool, o["pending"], rng)
         if o["history"]:
-            self._history(pool, o["history"], rng)
+            self._history(pool, tenants, o["history"], rng)
         self._analyze(o)
 
         t = time.perf_counter()
@@ -216,11 +216,10 @@ class Command(BaseCommand):
         for job in Job.objects.filter(pool=pool).exclude(status__in=["completed", "failed", "cancelled"]):
             actions.cancel_job(job, actor="bench")
 
-    def _history(self, pool, n: int, rng: random.Random) -> None:
+    def _history(self, pool, tenants: list, n: int, rng: random.Random) -> None:
         """`n` jobs that finished within the last week, spread over it (recorded as finished, in bulk: set-up, not
         timed; finishing 50,000 jobs one by one through finish_job takes minutes)."""
         self.say(f"leaving {n} jobs finished within the last week")
-        tenants = list(Tenant.objects.filter(name__startswith="bench-t").order_by("name"))
         classes = list(PriorityClass.objects.all())
         now = timezone.now()
         for start in range(0, n, 5000):
@@ -228,7 +227,8 @@ class Command(BaseCommand):
             ends = [(now - timedelta(seconds=rng.uniform(0, 7 * 86400)), rng.uniform(600, 200_000)) for _ in requests]
             actions.record_finished_bulk(rng.choice(tenants), pool, rng.choice(classes), requests, ends, actor="bench")
 
-    def _jobs(self, pool, pending: int, rng: random.Random) -> None:
+    def _jobs(self, pool, pending: int, rng: random.Random) -> list:
+        """Ten tenants with quotas, and `pending` jobs queued among them; returns the tenants."""
         tenants = [actions.create_tenant(f"bench-t{i}", max_priority="high") for i in range(10)]
         gpus = pool.cluster.nodes.count() * 8
         for t in tenants:
@@ -243,3 +243,4 @@ class Command(BaseCommand):
             per_tenant.setdefault(key, []).append(request)
         for (t, c), requests in per_tenant.items():
             actions.submit_jobs_bulk(tenants[t], pool, classes[c], requests, request_round=False)
+        return tenants
