@@ -81,10 +81,6 @@ class FinishedUsage:
             del self._counts[tenant], self._sums[tenant]
 
     def _rebase(self, now: float) -> None:
-        self.ref = now
-        terms = self._terms
-        self._sums = {}
-        for job, (tenant, attained, finished, _) in list(terms.items()):
-            term = self._term(attained, finished)
-            terms[job] = (tenant, attained, finished, term)
-            self._sums[tenant] = self._sums.get(tenant, 0.0) + term
+        """Every kept term again, at `now`."""
+        kept = [(job, tenant, attained, finished) for job, (tenant, attained, finished, _) in self._terms.items()]
+        self.reset(kept, now)
