@@ -659,7 +659,7 @@ class _Round:
             tid_of[job.id] = tid
         # By the ids the round already took (dec.queue_order): the queue's order is not the jobs' order in memory,
         # and a second walk of the job objects in it costs twice the first on a large queue.
-        return list(table), [tid_of[i] for i in self.dec.queue_order]
+        return list(table), list(map(tid_of.__getitem__, self.dec.queue_order))
 
     def _claims(
         self, ordered: list[JobRequest]

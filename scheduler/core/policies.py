@@ -26,8 +26,8 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from dataclasses import dataclass, field
-from itertools import accumulate, repeat
-from operator import attrgetter, truediv
+from itertools import accumulate, islice, repeat
+from operator import attrgetter, eq, truediv
 from typing import TYPE_CHECKING, Protocol
 
 from scheduler.core.types import JobRequest, TenantState
@@ -205,18 +205,38 @@ class PriorityFairSharePolicy:
                 continue
             # Each job's key is its tenant's ratio when it reaches the head of the tenant's line: merging
             # the tenants' lines by that key is what a heap over tenants would pop, in one sort.
-            keyed: list[tuple[float, int, int, JobRequest]] = []
+            ratios: list[float] = []
+            jobs_in: list[JobRequest] = []
             for name, line in per_tenant:
                 # The tenant's charge before each job of its line, then its ratio (C loops: 50,000 jobs a round;
                 # a charge of g x 1.0 adds the same float as g).
                 steps = line.gpus if horizon == 1.0 else [g * horizon for g in line.gpus]
                 before = list(accumulate(steps, initial=charge[name]))
                 charge[name] = before.pop()
-                ratios = map(truediv, before, repeat(entitlement[name]))
-                keyed.extend(zip(ratios, line.seqs, line.ids, line.jobs, strict=True))
-            keyed.sort()  # (ratio, seq, id) decide; ids are unique so the job itself is never compared
-            out.extend([t[3] for t in keyed])
+                ratios.extend(map(truediv, before, repeat(entitlement[name])))
+                jobs_in.extend(line.jobs)
+            out.extend(map(jobs_in.__getitem__, _merge_order(ratios, jobs_in)))
         return out
+
+
+def _merge_order(ratios: list[float], jobs: list[JobRequest]) -> list[int]:
+    """The positions of `jobs` sorted by (ratio, queue_seq, id). Sorting positions by their float alone compares
+    floats natively, several times quicker than comparing (ratio, seq, id) tuples; the rare runs of equal ratios
+    are then put in (seq, id) order."""
+    order = sorted(range(len(ratios)), key=ratios.__getitem__)
+    in_order = list(map(ratios.__getitem__, order))
+    ties = list(map(eq, in_order, islice(in_order, 1, None)))
+    n, i = len(ties), 0
+    while True:
+        try:
+            i = ties.index(True, i)
+        except ValueError:
+            return order
+        j = i + 1
+        while j < n and ties[j]:
+            j += 1
+        order[i : j + 1] = sorted(order[i : j + 1], key=lambda k: (jobs[k].queue_seq, jobs[k].id))
+        i = j + 1
 
 
 class Line:

@@ -22,6 +22,7 @@ from dataclasses import replace
 
 from fabric.importers.fattree import generate_fat_tree
 from fabric.topology.convert import fabric_from_parsed
+from scheduler.core.fragmentation import mix_from_jobs
 from scheduler.core.mig import profiles_for
 from scheduler.core.topology import build_topology
 from scheduler.core.types import (
@@ -299,6 +300,7 @@ def synthetic_snapshot(
         running=running,
         link_utilisation=util,
         link_errors=errors,
+        request_mix=_request_mix(queue, running),
         priority_classes=dict(PRIORITIES),
         config=config or Config(),
         topology=build_topology(fabric) if with_topology else None,
@@ -368,4 +370,13 @@ def next_round(
         replace(n, gpus=tuple(gpu[g.id] for g in n.gpus)) if any(gpu[g.id] is not g for g in n.gpus) else n
         for n in snapshot.nodes
     ]
-    return replace(snapshot, now=now, nodes=nodes, pending=list(pending.values()), running=list(running.values()))
+    queue, holders = list(pending.values()), list(running.values())
+    return replace(
+        snapshot, now=now, nodes=nodes, pending=queue, running=holders, request_mix=_request_mix(queue, holders)
+    )
+
+
+def _request_mix(pending: list[JobRequest], running: list[RunningJob]) -> list:
+    """The shared requests' mix, as the database adapter hands it to a round (scheduler.snapshot_from_db._request_mix,
+    one grouped query in the snapshot's load): here every job's, waiting or running, none weighed down by age."""
+    return mix_from_jobs([*pending, *(r.request for r in running)])

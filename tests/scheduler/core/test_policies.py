@@ -415,3 +415,14 @@ def test_service_sort_keys_given_by_the_caller_are_the_ones_used():
     assert [j.id for j in PriorityFairSharePolicy().order([a, b], ctx)] == [2, 1]
     ctx_own = PolicyContext({"t": TenantState("t")}, service=ServiceRank())
     assert [j.id for j in PriorityFairSharePolicy().order([a, b], ctx_own)] == [1, 2]
+
+
+def test_equal_fair_share_ratios_go_by_place_in_line_whichever_tenant_is_listed_first():
+    # Three idle tenants entitled to 4 GPUs each: their k-th one-GPU jobs all reach ratio (k-1)/4, three-way ties
+    # broken by queue_seq, then id (b's and c's first jobs share seq 2). Listed c, b, a: the listing decides nothing.
+    t = ctx(**{n: TenantState(n, {1: Quota(4, 0)}) for n in "abc"})
+    jobs = [job(30, "c", seq=2), job(31, "c", seq=6), job(20, "b", seq=2), job(21, "b", seq=9)]
+    jobs += [job(10, "a", seq=5), job(11, "a", seq=1)]
+    # a's line in its own order: 11 (seq 1), then 10 (seq 5). Ratio 0: 11 (a, seq 1), 20 (b, seq 2, id 20),
+    # 30 (c, seq 2, id 30); ratio 1/4: 10 (a, seq 5), 31 (c, seq 6), 21 (b, seq 9).
+    assert ids(PriorityFairSharePolicy().order(jobs, t)) == [11, 20, 30, 10, 31, 21]
