@@ -230,3 +230,16 @@ def test_a_quota_blocked_job_that_fits_on_free_gpus_preempts_nobody_even_where_i
     assert d.pending_reasons[1] == (
         "tenant quota: 4 GPUs in use + 4 asked = 8, more than 4 guaranteed + 0 borrowable = 4"
     )
+
+
+def test_the_line_may_preempt_when_any_of_its_running_jobs_has_more_service_not_only_the_first_or_last():
+    # Three running jobs of the tenant's line fill n1. Job 20 (1 GPU, 200 GPU-s) and job 22 (2 GPUs, 2 x 200 = 400
+    # GPU-s) are at level 0 like the new job; job 21, listed between them, has had 3200 GPU-s on 1 GPU (level 2) and
+    # is expected to run 3200 s more (> 180 s): it gives way to job 1.
+    b = one_node()
+    b.run(20, {"n1": [0]}, started_at=b.now - 200, attained_gpu_s=200.0)
+    b.run(21, {"n1": [1]}, started_at=b.now - 3200, attained_gpu_s=3200.0)
+    b.run(22, {"n1": [2, 3]}, started_at=b.now - 200, attained_gpu_s=400.0)
+    b.job(1, gpus=1)
+    (p,) = schedule(b.snapshot()).preemptions
+    assert (p.job_id, p.for_job) == (21, 1)
