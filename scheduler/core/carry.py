@@ -69,17 +69,27 @@ class RoundCarry:
         return changed
 
     def place_in_lines(
-        self, jobs: list[JobRequest], line_of: Callable[[JobRequest], tuple], key_of: Callable[[JobRequest], tuple]
+        self,
+        jobs: list[JobRequest],
+        line_of: Callable[[JobRequest], tuple],
+        key_of: Callable[[JobRequest], tuple],
+        tag_of: Callable[[JobRequest], int] | None = None,
     ) -> None:
-        """Put new or changed jobs into their lines, in order (`key_of` ends with the job id: keys are unique)."""
+        """Put new or changed jobs into their lines, in order (`key_of` ends with the job id: keys are unique), with
+        their tags (PolicyContext.tag_of) when given."""
         lines, where = self.lines, self.line_of
         for j in jobs:
             lk, key = line_of(j), key_of(j)
             line = lines.get(lk)
             if line is None:
                 line = lines[lk] = Line([], [])
-            line.insert(key, j)
+            line.insert(key, j, tag_of(j) if tag_of is not None else None)
             where[j.id] = (lk, key)
+
+    def retag(self, tag_of: Callable[[int], int]) -> None:
+        """Tag every kept job again, by id (the engine numbered its turn signatures afresh)."""
+        for line in self.lines.values():
+            line.tags = list(map(tag_of, line.ids))
 
     def fill_lines(self, lines: dict[tuple, Line]) -> None:
         """Take lines built afresh (every job of the round in one of them)."""

@@ -180,6 +180,7 @@ class _Round:
                 carry.service_keys.update(keys)
                 keys = carry.service_keys
             self.service_keys = keys
+        tid_of = self._number_turns(pending)
         pctx = PolicyContext(
             self.tenants,
             running_gpus,
@@ -189,9 +190,13 @@ class _Round:
             self.service_keys,
             carry,
             self.changed if carry is not None else None,
+            tag_of=(lambda j: tid_of[j.id]) if carry is not None else None,
         )
         ordered = self.policy.order(pending, pctx)
-        self.dec.queue_order = [j.id for j in ordered]
+        self.dec.queue_order = pctx.out_ids if pctx.out_ids is not None else [j.id for j in ordered]
+        # Every job's turn number in queue order, from the policy when it kept them beside the jobs: read by id in
+        # queue order instead, each is a cache miss (the queue's order is not the jobs' order in memory).
+        self.tids = pctx.out_tags if pctx.out_tags is not None else list(map(tid_of.__getitem__, self.dec.queue_order))
         self.counters["pending"] = len(ordered)
         t = self._lap("order", t)
 
@@ -306,7 +311,7 @@ class _Round:
         leaf_held: set[int] = set()  # jobs holding a leaf's GPUs while they wait for it
         # Multi-node jobs waiting per pool: rings that would cross a busy leaf's uplinks too (the leaf wait).
         max_g = {pid: max((p.G for p in parts), default=0) for pid, parts in st.pool_parts.items()}
-        turns, tids = self._turn_ids(ordered)
+        turns, tids = list(self.turn_table), self.tids
         multi_waiting: dict[int, int] = {}
         for tid, n in Counter(tids).items():
             pool, _, gpus, nodes = turns[tid][0][:4]  # FEASIBILITY_FIELDS begin pool, sharing, gpus, nodes
@@ -374,7 +379,7 @@ class _Round:
 
             Returns (its reason, the counter it added one to) when its turn changed nothing but its own
             reason and that counter: no search, preemption try, reservation or blocker. Until a later turn
-            changes something, a job alike in everything the turn read (its turn signature, `_turn_ids`, and
+            changes something, a job alike in everything the turn read (its turn signature, `_number_turns`, and
             whether it would end before its pool's earliest reservation) ends the same."""
             jid = job.id
             note: float | None = None  # seconds until a victim it needs has run its minimum time
@@ -612,7 +617,7 @@ class _Round:
                         forget(pool_of[tid], tries)
                     unblock_gpus(st, blocks)
                     continue
-            # What the turn reads: the job's turn signature (`_turn_ids`) and whether it would end before its
+            # What the turn reads: the job's turn signature (`_number_turns`) and whether it would end before its
             # pool's earliest reservation.
             sig = tid + tid
             if res_start:
@@ -636,10 +641,11 @@ class _Round:
                 ended_in.setdefault(pool_of[tid], []).append(sig)
         self._claim_blocks = [b for bl in blocked.values() for b in bl]
 
-    def _turn_ids(self, ordered: list[JobRequest]) -> tuple[list[tuple], list[int]]:
-        """Every job's turn signature, numbered: what its turn in the placement loop reads of it (feasibility
-        class, tenant, preemptible, priority, and the service level its preemption floor starts from), and the
-        signatures by number. With a carry, only the round's new jobs are worked out."""
+    def _number_turns(self, pending: list[JobRequest]) -> dict[int, int]:
+        """Number every waiting job's turn signature: what its turn in the placement loop reads of it (feasibility
+        class, tenant, preemptible, priority, and the service level its preemption floor starts from). Returns job
+        id -> number; the signatures by number are `self.turn_table`. With a carry, only the round's new jobs are
+        worked out."""
         svc = self.service if self.cfg.service_preemption else None
         own_keys = self.service_keys if svc is not None and svc.base > 1 else None
         now = self.snap.now
@@ -647,7 +653,7 @@ class _Round:
         if carry is not None and len(carry.turn_table) <= _MAX_TURN_SIGNATURES:
             table, tid_of, todo = carry.turn_table, carry.turn_ids, self.changed
         else:
-            table, tid_of, todo = {}, {}, ordered
+            table, tid_of, todo = {}, {}, pending
             if carry is not None:
                 carry.turn_table, carry.turn_ids = table, tid_of
         for job in todo:
@@ -662,9 +668,10 @@ class _Round:
             if tid is None:
                 tid = table[sig] = len(table)
             tid_of[job.id] = tid
-        # By the ids the round already took (dec.queue_order): the queue's order is not the jobs' order in memory,
-        # and a second walk of the job objects in it costs twice the first on a large queue.
-        return list(table), list(map(tid_of.__getitem__, self.dec.queue_order))
+        if carry is not None and todo is pending:
+            carry.retag(tid_of.__getitem__)  # the kept lines' numbers are from the table started again
+        self.turn_table = table
+        return tid_of
 
     def _claims(
         self, ordered: list[JobRequest]

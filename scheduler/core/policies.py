@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import accumulate, islice, repeat
 from operator import attrgetter, eq, truediv
@@ -48,6 +49,12 @@ class PolicyContext:
     # The lines kept from the last round (scheduler.core.carry), and the jobs of this round not in them yet.
     carry: RoundCarry | None = None
     changed: list[JobRequest] | None = None
+    # A number per job that the caller wants back in queue order (the engine's turn signature), kept in a carry's
+    # lines beside each job; and what the policy hands back beside the order when it has them (None: it has not):
+    # the jobs' ids and these numbers, in queue order.
+    tag_of: Callable[[JobRequest], int] | None = None
+    out_ids: list[int] | None = None
+    out_tags: list[int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,13 +183,19 @@ class PriorityFairSharePolicy:
         carry = ctx.carry
         # Kept lines take the round's new jobs one by one (a binary search each); when most jobs are new,
         # sorting the lines afresh is quicker.
+        tag_of = ctx.tag_of if carry is not None else None
         if carry is not None and carry.lines and ctx.changed is not None and len(ctx.changed) * 4 <= len(jobs):
-            carry.place_in_lines(ctx.changed, line_of, within)
+            carry.place_in_lines(ctx.changed, line_of, within, tag_of)
             lines = carry.lines
         else:
-            lines = _lines(jobs, line_of, within, with_keys=carry is not None)
+            lines = _lines(jobs, line_of, within, with_keys=carry is not None, tag_of=tag_of)
             if carry is not None:
                 carry.fill_lines(lines)
+        # Ids and tags beside the order, permuted as the jobs are (C passes over short lists, where reading them from
+        # the 50,000 job objects or a dict by id in queue order misses the cache at each job).
+        tagged = tag_of is not None and all(len(line.tags) == len(line.jobs) for line in lines.values())
+        out_ids: list[int] = []
+        out_tags: list[int] = []
         by_prio: dict[int, list[tuple[str, Line]]] = {}
         for (prio, name), line in lines.items():
             if line.jobs:
@@ -201,12 +214,17 @@ class PriorityFairSharePolicy:
             if len(per_tenant) == 1:
                 ((name, line),) = per_tenant
                 out.extend(line.jobs)
+                out_ids.extend(line.ids)
+                if tagged:
+                    out_tags.extend(line.tags)
                 charge[name] += sum(line.gpus) * horizon
                 continue
             # Each job's key is its tenant's ratio when it reaches the head of the tenant's line: merging
             # the tenants' lines by that key is what a heap over tenants would pop, in one sort.
             ratios: list[float] = []
             jobs_in: list[JobRequest] = []
+            ids_in: list[int] = []
+            tags_in: list[int] = []
             for name, line in per_tenant:
                 # The tenant's charge before each job of its line, then its ratio (C loops: 50,000 jobs a round;
                 # a charge of g x 1.0 adds the same float as g).
@@ -215,7 +233,16 @@ class PriorityFairSharePolicy:
                 charge[name] = before.pop()
                 ratios.extend(map(truediv, before, repeat(entitlement[name])))
                 jobs_in.extend(line.jobs)
-            out.extend(map(jobs_in.__getitem__, _merge_order(ratios, jobs_in)))
+                ids_in.extend(line.ids)
+                if tagged:
+                    tags_in.extend(line.tags)
+            order = _merge_order(ratios, jobs_in)
+            out.extend(map(jobs_in.__getitem__, order))
+            out_ids.extend(map(ids_in.__getitem__, order))
+            if tagged:
+                out_tags.extend(map(tags_in.__getitem__, order))
+        ctx.out_ids = out_ids
+        ctx.out_tags = out_tags if tagged else None
         return out
 
 
@@ -243,30 +270,38 @@ class Line:
     """One (priority, tenant)'s waiting jobs in the line's own order, with their sort keys (unique: each ends with
     the job id) and what the fair-share merge reads of each, in lists beside them."""
 
-    __slots__ = ("gpus", "ids", "jobs", "keys", "seqs")
+    __slots__ = ("gpus", "ids", "jobs", "keys", "seqs", "tags")
 
-    def __init__(self, keys: list[tuple], jobs: list[JobRequest]) -> None:
+    def __init__(self, keys: list[tuple], jobs: list[JobRequest], tag_of: Callable[[JobRequest], int] | None = None):
         self.keys = keys
         self.jobs = jobs
         self.seqs = [j.queue_seq for j in jobs]
         self.ids = [j.id for j in jobs]
         self.gpus = [j.gpus for j in jobs]
+        self.tags = list(map(tag_of, jobs)) if tag_of is not None else []  # PolicyContext.tag_of, kept if given
 
-    def insert(self, key: tuple, job: JobRequest) -> None:
+    def insert(self, key: tuple, job: JobRequest, tag: int | None = None) -> None:
         i = bisect_left(self.keys, key)
         self.keys.insert(i, key)
         self.jobs.insert(i, job)
         self.seqs.insert(i, job.queue_seq)
         self.ids.insert(i, job.id)
         self.gpus.insert(i, job.gpus)
+        if tag is not None and len(self.tags) == len(self.jobs) - 1:
+            self.tags.insert(i, tag)
+        else:  # a line without tags keeps none
+            self.tags = []
 
     def remove(self, key: tuple) -> None:
         i = bisect_left(self.keys, key)
         del self.keys[i], self.jobs[i], self.seqs[i], self.ids[i], self.gpus[i]
+        if self.tags:
+            del self.tags[i]
 
 
-def _lines(jobs: list[JobRequest], line_of, within, with_keys: bool) -> dict[tuple, Line]:
-    """Each line's jobs (`line_of`: (priority, tenant)) in its own order, with their sort keys when `with_keys`."""
+def _lines(jobs: list[JobRequest], line_of, within, with_keys: bool, tag_of=None) -> dict[tuple, Line]:
+    """Each line's jobs (`line_of`: (priority, tenant)) in its own order, with their sort keys when `with_keys` and
+    their tags when `tag_of`."""
     grouped: dict[tuple[int, str], list[JobRequest]] = {}
     for j in jobs:
         lk = line_of(j)
@@ -278,7 +313,7 @@ def _lines(jobs: list[JobRequest], line_of, within, with_keys: bool) -> dict[tup
     lines = {}
     for lk, lst in grouped.items():
         lst.sort(key=within)
-        lines[lk] = Line([within(j) for j in lst] if with_keys else [], lst)
+        lines[lk] = Line([within(j) for j in lst] if with_keys else [], lst, tag_of)
     return lines
 
 

@@ -426,3 +426,21 @@ def test_equal_fair_share_ratios_go_by_place_in_line_whichever_tenant_is_listed_
     # a's line in its own order: 11 (seq 1), then 10 (seq 5). Ratio 0: 11 (a, seq 1), 20 (b, seq 2, id 20),
     # 30 (c, seq 2, id 30); ratio 1/4: 10 (a, seq 5), 31 (c, seq 6), 21 (b, seq 9).
     assert ids(PriorityFairSharePolicy().order(jobs, t)) == [11, 20, 30, 10, 31, 21]
+
+
+def test_fair_share_hands_back_the_ids_and_the_callers_tags_in_queue_order():
+    from scheduler.core.carry import RoundCarry
+
+    t = {n: TenantState(n, {1: Quota(4, 0)}) for n in "ab"}
+    jobs = [job(1, "a", seq=1), job(2, "a", seq=2), job(11, "b", seq=11), job(3, "a", prio=90, seq=3)]
+    # Priority 90 first (job 3, charged to a); then b's job 11 at ratio 0, a's jobs 1 and 2 at 1/4 and 2/4.
+    c = PolicyContext(t, carry=RoundCarry(), changed=jobs, tag_of=lambda j: 100 + j.id)
+    assert ids(PriorityFairSharePolicy().order(jobs, c)) == [3, 11, 1, 2]
+    assert c.out_ids == [3, 11, 1, 2]
+    assert c.out_tags == [103, 111, 101, 102]
+
+
+def test_without_a_carry_fair_share_hands_back_no_tags():
+    c = PolicyContext({}, tag_of=lambda j: j.id)
+    PriorityFairSharePolicy().order([job(1), job(2)], c)
+    assert c.out_ids == [1, 2] and c.out_tags is None
