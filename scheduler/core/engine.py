@@ -118,6 +118,8 @@ class _Round:
         self._min_run_wait: dict[int, float] = {}  # job -> seconds until the victims it needs may be preempted
         self._claim_blocks: list = []  # claimed GPUs blocked at the end of the placement phase
         self._res_ends: dict = {}  # backfill.running_ends by (partitions, jobs stopping), for this round
+        self._said: list[str | None] = []  # Decisions.queue_reasons, filled by the placement loop
+        self._turned: list[int] = []  # the places in it of the jobs whose turn was taken (not remembered)
 
     # ------------------------------------------------------------------ phases
 
@@ -204,6 +206,11 @@ class _Round:
         t = self._lap("place", t)
 
         placed_ids = {p.job_id for p in self.dec.placements}
+        said, order, reasons_out = self._said, self.dec.queue_order, self.dec.pending_reasons
+        for k in self._turned:
+            jid = order[k]
+            said[k] = None if jid in placed_ids else reasons_out.get(jid, "")
+        self.dec.queue_reasons = said
         # A job preempted for one still waiting is not moved back onto the GPUs freed for it either.
         waiting = self.waiting_ids - placed_ids
         kept_off = {
@@ -605,12 +612,22 @@ class _Round:
                     for s in sigs:
                         ended.pop(s, None)
 
+        # Each job's reason in queue order beside the dict (Decisions.queue_reasons): a remembered turn's here, the
+        # others' (`turned`, by place) once the round has placed what it places.
+        said: list[str | None] = []
+        say = said.append
+        turned = self._turned = []
+        self._said = said
         for job, jid, tid in zip(ordered, dec.queue_order, tids, strict=True):
             if early and jid in early:
+                turned.append(len(said))
+                say(None)
                 continue
             if kept_off:
                 off = kept_off.get(jid)
                 if off is not None and off[0] not in started:  # a victim, while its beneficiary waits
+                    turned.append(len(said))
+                    say(None)
                     tries = counters["preemption_attempts"]
                     blocks = block_gpus(st, off[1])
                     if process(job, False, turns[tid][0]) is None:
@@ -629,9 +646,12 @@ class _Round:
             hit = ended.get(sig)
             if hit is not None:
                 reasons_out[jid] = hit[0]
+                say(hit[0])
                 if hit[1] is not None:
                     counters[hit[1]] += 1
                 continue
+            turned.append(len(said))
+            say(None)
             tries = counters["preemption_attempts"]
             out = process(job, True, turns[tid][0])
             if out is None:

@@ -414,6 +414,9 @@ class Decisions:
     queue_order: list[int] = field(default_factory=list)
     reservations: list[Reservation] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)
+    # `pending_reasons` in queue order, beside `queue_order`: each job's reason ("" for none), None for a job placed
+    # this round. The engine fills it; None where nobody did (the queue's record then reads the dict).
+    queue_reasons: list[str | None] | None = None
 
     def placement_for(self, job_id: int) -> Placement | None:
         for p in self.placements:

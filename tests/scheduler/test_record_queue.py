@@ -42,3 +42,25 @@ def test_the_earliest_reserved_start_is_recorded_only_for_jobs_still_waiting(poo
     _record_queue(pool.cluster_id, decisions, {1: None, 2: None})
     row = ClusterScheduler.objects.get(cluster_id=pool.cluster_id)
     assert row.queue["starts"] == {"1": [1500.25, "stopping"]}
+
+
+def test_the_engines_reasons_in_queue_order_are_recorded_as_they_stand(pool):
+    # The engine's reasons beside its order (Decisions.queue_reasons): None for job 2, placed. The dict is left
+    # empty here to show it is not read: it would give every job "".
+    decisions = Decisions(
+        queue_order=[3, 1, 2, 4],
+        placements=[Placement(2, (), ("n1",), 0.0, {}, "")],
+        queue_reasons=["b", "a", None, "b"],
+    )
+    _record_queue(pool.cluster_id, decisions, {1: None, 2: None, 3: None, 4: None})
+    row = ClusterScheduler.objects.get(cluster_id=pool.cluster_id)
+    assert row.queue["texts"] == ["b", "a"]
+    assert queue_lines.unpack(row.queue_lines) == ([3, 1, 4], [0, 1, 0])
+
+
+def test_a_job_gone_from_the_snapshot_is_left_out_of_the_engines_reasons_too(pool):
+    decisions = Decisions(queue_order=[3, 9, 1], queue_reasons=["b", "gone", "a"])
+    _record_queue(pool.cluster_id, decisions, {1: None, 3: None})
+    row = ClusterScheduler.objects.get(cluster_id=pool.cluster_id)
+    assert row.queue["texts"] == ["b", "a"]
+    assert queue_lines.unpack(row.queue_lines) == ([3, 1], [0, 1])
