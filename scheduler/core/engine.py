@@ -912,19 +912,22 @@ class _Round:
         exempt = cfg.preemption_min_run_priority_exempt
         if self._vinfo is None:
             # Per preemptible running job, once a round: what `eligible` reads of it, and the jobs by those values.
-            self._vinfo = {
-                jid: (
-                    effective_priority(rj.request, tenants),
-                    rj.borrowed,
-                    rj.request.tenant,
-                    rj.request.pool,
-                    rj.started_at if rj.last_migrated_at is None else max(rj.started_at, rj.last_migrated_at),
-                    rj.request,
-                    rj.attained_at(now),
-                )
-                for jid, rj in running.items()
-                if rj.request.preemptible
-            }
+            # The service one has had is worked out where a rule asks for it (by_service), not for each of thousands.
+            maxp, big = {name: t.max_priority for name, t in tenants.items()}, 1 << 62
+            vinfo = self._vinfo = {}
+            for jid, rj in running.items():
+                req = rj.request
+                if req.preemptible:
+                    p, m = req.priority, maxp.get(req.tenant, big)  # effective_priority, inlined
+                    moved = rj.last_migrated_at
+                    vinfo[jid] = (
+                        p if p <= m else m,
+                        rj.borrowed,
+                        req.tenant,
+                        req.pool,
+                        rj.started_at if moved is None else max(rj.started_at, moved),
+                        rj,
+                    )
             self._victims = VictimClasses(st, self._vinfo, now, min_run)
         vinfo = self._vinfo
         in_quota, tenant, pool = verdict.in_quota, job.tenant, job.pool
@@ -945,7 +948,8 @@ class _Round:
 
         def by_service(vid: int) -> bool:
             """Least attained service: a job of the same line at or above the floor, when its preemption pays."""
-            _, _, _, _, _, req, attained = vinfo[vid]
+            rj = vinfo[vid][5]
+            req, attained = rj.request, rj.attained_at(now)
             return svc.level_at(attained) >= service_floor and svc.remaining_s(req, attained) > pays * (
                 req.checkpoint_cost_s + move_s
             )

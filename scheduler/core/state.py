@@ -316,6 +316,10 @@ class ClusterState:
         # Nodes whose GPUs a hold or release changed since the state was built or brought to a snapshot: what
         # `advance` reads again (with the nodes whose state the snapshot changed).
         self.touched: set[NodeSlot] = set()
+        # Running job -> (its job_gpus list, its GPUs per eligible node: ((id(partition), node, GPUs), ...)), for the
+        # preemption index (preemption.VictimClasses). A kept index keeps a job's list while its GPUs are unchanged,
+        # and nodes, partitions and eligibility while it is kept: the counts of the same list stand.
+        self.held_nodes: dict[int, tuple[list, tuple]] = {}
         self._build(snapshot)
         self._built_warnings = list(self.warnings)
 

@@ -518,3 +518,18 @@ def test_equal_nodes_of_a_leaf_go_to_the_hostnames_that_sort_first():
     for jid, h in [(20, "n3"), (21, "n2"), (22, "n1")]:
         b.run(jid, {h: list(range(8))})
     assert plan(b, b.job(1, gpus=16)) == [21, 22]  # n1 and n2
+
+
+def test_victim_classes_count_a_job_again_where_the_state_gave_it_other_gpus():
+    # The per-node counts are kept with the state (ClusterState.held_nodes) while a job's GPUs are the same list: a
+    # kept index gives a job that moved a new one, and the next classes count it where it is now.
+    b = one_leaf(["n1", "n2"])
+    b.run(20, {"n1": [0, 1]})
+    b.run(21, {"n1": [2]})
+    st = state_of(b)
+    (part,) = st.pool_parts[1]
+    n1, n2 = st.nodes["n1"], st.nodes["n2"]
+    assert victim_classes(st).classes[(1, 10, False, "t", False)] == {id(part): {n1: {20: 2}}}
+    # Job 20 now on n2 (as ClusterState.advance hands a job whose shares changed: another list).
+    st.job_gpus[20] = [(g, sh) for (_, sh), g in zip(st.job_gpus[20], n2.gpus[:2], strict=True)]
+    assert victim_classes(st).classes[(1, 10, False, "t", False)] == {id(part): {n2: {20: 2}}}
