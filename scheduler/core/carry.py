@@ -29,7 +29,17 @@ from scheduler.core.types import JobRequest
 
 
 class RoundCarry:
-    __slots__ = ("jobs", "line_of", "lines", "service_keys", "signature", "state", "turn_ids", "turn_table")
+    __slots__ = (
+        "jobs",
+        "line_of",
+        "lines",
+        "service_keys",
+        "signature",
+        "state",
+        "turn_count",
+        "turn_ids",
+        "turn_table",
+    )
 
     def __init__(self) -> None:
         self.clear()
@@ -44,6 +54,7 @@ class RoundCarry:
         self.line_of: dict[int, tuple[tuple, tuple]] = {}  # job id -> (its line, its sort key there)
         self.turn_ids: dict[int, int] = {}  # job id -> the number of its turn's signature (engine)
         self.turn_table: dict[tuple, int] = {}  # turn signature -> its number
+        self.turn_count: dict[int, int] = {}  # turn signature number -> the waiting jobs with it (engine)
         # The last round's cluster index (ClusterState), brought to the next snapshot by `advance` (engine).
         self.state: ClusterState | None = None
 
@@ -60,7 +71,9 @@ class RoundCarry:
         for jid in dropped:
             del known[jid]
             self.service_keys.pop(jid, None)
-            self.turn_ids.pop(jid, None)
+            tid = self.turn_ids.pop(jid, None)
+            if tid is not None:
+                self.turn_count[tid] -= 1
             where = self.line_of.pop(jid, None)
             if where is not None:
                 self.lines[where[0]].remove(where[1])

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import gc
 import time
-from collections import Counter
 from dataclasses import replace
 from operator import attrgetter
 
@@ -320,7 +319,9 @@ class _Round:
         max_g = {pid: max((p.G for p in parts), default=0) for pid, parts in st.pool_parts.items()}
         turns, tids = list(self.turn_table), self.tids
         multi_waiting: dict[int, int] = {}
-        for tid, n in Counter(tids).items():
+        for tid, n in self.turn_count.items():
+            if not n:
+                continue
             pool, _, gpus, nodes = turns[tid][0][:4]  # FEASIBILITY_FIELDS begin pool, sharing, gpus, nodes
             if (nodes or 1) > 1 or (nodes is None and gpus > max_g.get(pool, 0)):
                 multi_waiting[pool] = multi_waiting.get(pool, 0) + n
@@ -671,11 +672,11 @@ class _Round:
         now = self.snap.now
         carry = self.carry
         if carry is not None and len(carry.turn_table) <= _MAX_TURN_SIGNATURES:
-            table, tid_of, todo = carry.turn_table, carry.turn_ids, self.changed
+            table, tid_of, count, todo = carry.turn_table, carry.turn_ids, carry.turn_count, self.changed
         else:
-            table, tid_of, todo = {}, {}, pending
+            table, tid_of, count, todo = {}, {}, {}, pending
             if carry is not None:
-                carry.turn_table, carry.turn_ids = table, tid_of
+                carry.turn_table, carry.turn_ids, carry.turn_count = table, tid_of, count
         for job in todo:
             if svc is None:
                 level = None
@@ -688,6 +689,9 @@ class _Round:
             if tid is None:
                 tid = table[sig] = len(table)
             tid_of[job.id] = tid
+            count[tid] = count.get(tid, 0) + 1
+        # Waiting jobs per signature number (the carry's are kept as jobs come and go: RoundCarry.begin).
+        self.turn_count = count
         if carry is not None and todo is pending:
             carry.retag(tid_of.__getitem__)  # the kept lines' numbers are from the table started again
         self.turn_table = table

@@ -1,5 +1,6 @@
 """A carry between rounds (scheduler.core.carry) keeps per-job values; a round decides exactly as without it."""
 
+from collections import Counter
 from dataclasses import replace
 
 import pytest
@@ -36,6 +37,23 @@ def test_churn_rounds_decide_the_same_with_a_carry(name):
         snap = next_round(snap, dec, 0.05, seed=i)
         dec = schedule(snap, policy, carry)
         assert everything(dec) == everything(schedule(snap, policy))
+
+
+@pytest.mark.parametrize("table_size", [None, 3])
+def test_the_carry_counts_the_waiting_jobs_of_each_turn_signature_as_they_come_and_go(monkeypatch, table_size):
+    # The counts the leaf wait reads (multi-node jobs waiting per pool) are kept as jobs come, change and go; with room
+    # for 3 signatures only, the table (and its counts) start again every round.
+    if table_size is not None:
+        monkeypatch.setattr(engine_mod, "_MAX_TURN_SIGNATURES", table_size)
+    snap = synthetic_snapshot(gpus=512, pending=1500, seed=4)
+    carry = RoundCarry()
+    dec = schedule(snap, carry=carry)
+    for i in range(3):
+        snap = next_round(snap, dec, 0.05, seed=i)
+        dec = schedule(snap, carry=carry)
+        counted = Counter(carry.turn_ids[j] for j in dec.queue_order)
+        assert {t: n for t, n in carry.turn_count.items() if n} == counted
+        assert sum(counted.values()) == len(dec.queue_order) > 1000
 
 
 def _two_tenants():
