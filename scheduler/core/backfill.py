@@ -74,6 +74,11 @@ def running_ends(placer: Placer, ctx: JobCtx) -> Ends:
     now = st.now
     stopping_end = now + st.config.preemption_grace_s
     default_run = st.config.default_runtime_s
+    # Per job, while it is the same RunningJob: (it, its end by its estimate, how soon after now it ends past it),
+    # kept with the state (ClusterState.end_terms): its request read again only when it changed.
+    terms = st.end_terms
+    if len(terms) > 2 * len(running) + 1024:  # jobs gone since: start again
+        terms = st.end_terms = {}
     ends: Ends = []
     for j in jobs:
         rj = running.get(j)
@@ -82,9 +87,14 @@ def running_ends(placer: Placer, ctx: JobCtx) -> Ends:
         if j in stopping:
             end = stopping_end
         else:
-            est = rj.request.est_runtime_s
-            run = est if est is not None else default_run
-            end = max(rj.started_at + run, now + min(60.0, run / 4))
+            t = terms.get(j)
+            if t is None or t[0] is not rj:
+                est = rj.request.est_runtime_s
+                run = est if est is not None else default_run
+                t = terms[j] = (rj, rj.started_at + run, min(60.0, run / 4))
+            end, soon = t[1], now + t[2]
+            if end < soon:  # max(end by estimate, soon)
+                end = soon
         ends.append((end, j, job_gpus.get(j, [])))
     ends.sort()  # (end, id): ids are unique, so the shares are never compared
     return ends

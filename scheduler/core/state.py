@@ -320,6 +320,9 @@ class ClusterState:
         # preemption index (preemption.VictimClasses). A kept index keeps a job's list while its GPUs are unchanged,
         # and nodes, partitions and eligibility while it is kept: the counts of the same list stand.
         self.held_nodes: dict[int, tuple[list, tuple]] = {}
+        # Running job -> (its RunningJob, started + expected run, min(60 s, run / 4)): backfill.running_ends' terms,
+        # worked out again for a job whose RunningJob changed (a build or a new config starts a new state).
+        self.end_terms: dict[int, tuple] = {}
         self._build(snapshot)
         self._built_warnings = list(self.warnings)
 

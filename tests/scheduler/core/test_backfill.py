@@ -270,3 +270,23 @@ def test_shared_gpu_reservation_names_its_node_once():
     (r,) = schedule(b.snapshot()).reservations
     assert r.start_at == b.now + 3000.0
     assert r.nodes == ("n1",) and sorted(r.gpu_ids) == sorted([g0, g1])
+
+
+def test_a_reservation_follows_a_running_jobs_new_estimate_under_a_kept_index():
+    # The same cluster in two rounds with a carry (the index kept): job 20's estimate goes from one hour (it ends in
+    # 3000 s) to two (in 6600 s), and job 81's reservation moves with it.
+    from scheduler.core import build_topology
+    from scheduler.core.carry import RoundCarry
+
+    b = cluster()
+    b.job(81, gpus=8)
+    snap = b.snapshot()
+    snap = replace(snap, topology=build_topology(snap.fabric))  # one fabric index, as the adapter caches it
+    carry = RoundCarry()
+    (r,) = schedule(snap, carry=carry).reservations
+    assert r.start_at == b.now + 3000.0
+    kept = carry.state
+    longer = [replace(rj, request=replace(rj.request, est_runtime_s=7200.0)) for rj in snap.running]
+    (r2,) = schedule(replace(snap, running=longer), carry=carry).reservations
+    assert carry.state is kept  # brought to the new snapshot, not built again
+    assert r2.start_at == b.now + 6600.0
