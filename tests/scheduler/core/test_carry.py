@@ -45,12 +45,8 @@ def test_the_carry_counts_the_waiting_jobs_of_each_turn_signature_as_they_come_a
     # for 3 signatures only, the table (and its counts) start again every round.
     if table_size is not None:
         monkeypatch.setattr(engine_mod, "_MAX_TURN_SIGNATURES", table_size)
-    snap = synthetic_snapshot(gpus=512, pending=1500, seed=4)
     carry = RoundCarry()
-    dec = schedule(snap, carry=carry)
-    for i in range(3):
-        snap = next_round(snap, dec, 0.05, seed=i)
-        dec = schedule(snap, carry=carry)
+    for _, dec in _churn(synthetic_snapshot(gpus=512, pending=1500, seed=4), carry, 3):
         counted = Counter(carry.turn_ids[j] for j in dec.queue_order)
         assert {t: n for t, n in carry.turn_count.items() if n} == counted
         assert sum(counted.values()) == len(dec.queue_order) > 1000
@@ -117,13 +113,18 @@ def test_a_round_that_fails_half_way_clears_the_carry(monkeypatch):
 def test_a_full_table_of_turn_signatures_starts_again(monkeypatch):
     # With room for 3 signatures only, the table is rebuilt in every round; the decisions stay the same.
     monkeypatch.setattr(engine_mod, "_MAX_TURN_SIGNATURES", 3)
-    snap = synthetic_snapshot(gpus=256, pending=600, seed=2)
-    carry = RoundCarry()
+    for snap, dec in _churn(synthetic_snapshot(gpus=256, pending=600, seed=2), RoundCarry(), 2):
+        assert everything(dec) == everything(schedule(snap))
+
+
+def _churn(snap, carry, rounds):
+    """A filling round, then `rounds` churn rounds (5 % of the running jobs end, as many arrive) with `carry`:
+    (snapshot, decisions) of each churn round."""
     dec = schedule(snap, carry=carry)
-    for i in range(2):
+    for i in range(rounds):
         snap = next_round(snap, dec, 0.05, seed=i)
         dec = schedule(snap, carry=carry)
-        assert everything(dec) == everything(schedule(snap))
+        yield snap, dec
 
 
 def test_a_carry_kept_across_a_change_of_policy_still_orders_every_job():
