@@ -231,3 +231,21 @@ def _train_servers(gpus):
 def test_a_smaller_cluster_never_has_more_train_servers():
     # 72 GPUs = 9 servers, all taken by the three shared pools of at least 3 servers each.
     assert _train_servers(64) <= _train_servers(72)
+
+
+def test_the_request_mix_counts_the_shared_requests_of_every_job_as_the_database_adapter_hands_one():
+    # The mix a round scores MPS shares against (snapshot_from_db._request_mix: shared jobs by shape), here over every
+    # waiting and running job: counted by hand from the jobs themselves.
+    snap = synthetic_snapshot(256, 500, seed=3, with_topology=False)
+    jobs = [*snap.pending, *(r.request for r in snap.running)]
+    shared = [j for j in jobs if j.sharing != "exclusive"]
+    assert shared  # the mix has MPS, MIG and time-sliced jobs
+    got: dict[tuple, float] = {}
+    for c in snap.request_mix:
+        k = (c.pool, c.sharing, c.gpus, c.mps_compute_pct, c.mps_memory_mib, c.mig_profile, c.host_cpu_milli)
+        got[k] = got.get(k, 0.0) + c.weight
+    want: dict[tuple, float] = {}
+    for j in shared:
+        k = (j.pool, j.sharing, j.gpus, j.mps_compute_pct or 0, j.mps_memory_mib or 0, j.mig_profile, j.host_cpu_milli)
+        want[k] = want.get(k, 0.0) + 1.0
+    assert got == want
