@@ -271,12 +271,11 @@ class Line:
     """One (priority, tenant)'s waiting jobs in the line's own order, with their sort keys (unique: each ends with
     the job id) and what the fair-share merge reads of each, in lists beside them."""
 
-    __slots__ = ("gpus", "ids", "jobs", "keys", "seqs", "tags")
+    __slots__ = ("gpus", "ids", "jobs", "keys", "tags")
 
     def __init__(self, keys: list[tuple], jobs: list[JobRequest], tag_of: Callable[[JobRequest], int] | None = None):
         self.keys = keys
         self.jobs = jobs
-        self.seqs = [j.queue_seq for j in jobs]
         # Machine integers: the ids the merge hands back (PolicyContext.out_ids) are then new objects made one after
         # another in queue order, read without a cache miss each by the passes that follow (the reasons, the record).
         self.ids = array("q", [j.id for j in jobs])
@@ -287,7 +286,6 @@ class Line:
         i = bisect_left(self.keys, key)
         self.keys.insert(i, key)
         self.jobs.insert(i, job)
-        self.seqs.insert(i, job.queue_seq)
         self.ids.insert(i, job.id)
         self.gpus.insert(i, job.gpus)
         if tag is not None and len(self.tags) == len(self.jobs) - 1:
@@ -297,7 +295,7 @@ class Line:
 
     def remove(self, key: tuple) -> None:
         i = bisect_left(self.keys, key)
-        del self.keys[i], self.jobs[i], self.seqs[i], self.ids[i], self.gpus[i]
+        del self.keys[i], self.jobs[i], self.ids[i], self.gpus[i]
         if self.tags:
             del self.tags[i]
 
