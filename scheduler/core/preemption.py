@@ -43,18 +43,32 @@ def victim_index(st: ClusterState) -> VictimIndex:
     index: VictimIndex = {}
     for jid, held in st.job_gpus.items():
         if st.running[jid].request.preemptible:
-            _count_held(index, jid, held)
+            _add_counts(index, jid, _per_node(held))
     return index
 
 
-def _count_held(index: VictimIndex, jid: int, held: list[tuple[GpuSlot, Share]]) -> None:
-    """Add the job's GPUs on eligible nodes of a partition to `index`, per partition and node."""
+def _per_node(held: list[tuple[GpuSlot, Share]]) -> tuple[tuple[int, NodeSlot, int], ...]:
+    """The job's GPUs on each eligible node of a partition: (id(partition), node, GPUs), nodes in the order of its
+    GPUs."""
+    out: dict[NodeSlot, int] = {}
     for g, _ in held:
         node = g.node
-        if node.part is None or not node.eligible:
-            continue
-        d = index.setdefault(id(node.part), {}).setdefault(node, {})
-        d[jid] = d.get(jid, 0) + 1
+        if node.part is not None and node.eligible:
+            out[node] = out.get(node, 0) + 1
+    return tuple((id(node.part), node, n) for node, n in out.items())
+
+
+def _add_counts(index: VictimIndex, jid: int, counts: tuple[tuple[int, NodeSlot, int], ...]) -> None:
+    """Add the job's GPUs per node (`_per_node`) to `index`, per partition and node."""
+    for pid, node, n in counts:
+        per = index.get(pid)
+        if per is None:
+            per = index[pid] = {}
+        d = per.get(node)
+        if d is None:
+            per[node] = {jid: n}
+        else:
+            d[jid] = n
 
 
 def victims_by_node(
@@ -85,16 +99,6 @@ def victims_by_node(
             if d:
                 by_node[node] = d
     return by_node
-
-
-def _per_node(held: list[tuple[GpuSlot, Share]]) -> tuple[tuple[int, NodeSlot, int], ...]:
-    """The job's GPUs on each eligible node of a partition, in the order `_count_held` meets the nodes."""
-    out: dict[NodeSlot, int] = {}
-    for g, _ in held:
-        node = g.node
-        if node.part is not None and node.eligible:
-            out[node] = out.get(node, 0) + 1
-    return tuple((id(node.part), node, n) for node, n in out.items())
 
 
 def _avoided_on(st: ClusterState, avoid: frozenset[int] | set[int]) -> set[NodeSlot] | tuple[()]:
@@ -141,15 +145,7 @@ class VictimClasses:
             index = classes.get(key)
             if index is None:
                 index = classes[key] = {}
-            for pid, node, n in c[1]:
-                per = index.get(pid)
-                if per is None:
-                    per = index[pid] = {}
-                d = per.get(node)
-                if d is None:
-                    per[node] = {jid: n}
-                else:
-                    d[jid] = n
+            _add_counts(index, jid, c[1])
         st.held_nodes = counts
 
     def select(
