@@ -134,6 +134,8 @@ class _Round:
         self.state = st = kept if kept is not None and kept.advance(snap, topo) else ClusterState(snap, topo)
         self.placer = Placer(st)
         self.tenants = {tn.name: tn for tn in snap.tenants}
+        # Each tenant's priority cap, for effective_priority inlined where thousands of jobs ask it.
+        self.maxp = {name: t.max_priority for name, t in self.tenants.items()}
         t = self._lap("build", t)
 
         requeued = self._failures()
@@ -297,8 +299,7 @@ class _Round:
         st, placer, cfg, dec = self.state, self.placer, self.cfg, self.dec
         now = st.now
         check_quota = self.book.check
-        tenants = self.tenants
-        maxp = {name: t.max_priority for name, t in tenants.items()}
+        maxp = self.maxp
         big = 1 << 62
         reasons_out = dec.pending_reasons
         ctx_cache: dict[tuple, tuple[JobCtx | None, str | None, float]] = {}  # by feasibility key
@@ -917,7 +918,7 @@ class _Round:
         if self._vinfo is None:
             # Per preemptible running job, once a round: what `eligible` reads of it, and the jobs by those values.
             # The service one has had is worked out where a rule asks for it (by_service), not for each of thousands.
-            maxp, big = {name: t.max_priority for name, t in tenants.items()}, 1 << 62
+            maxp, big = self.maxp, 1 << 62
             vinfo = self._vinfo = {}
             for jid, rj in running.items():
                 req = rj.request
