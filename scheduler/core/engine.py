@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import gc
 import time
+from collections import Counter
 from dataclasses import replace
-from operator import attrgetter
+from itertools import compress, count, islice, repeat, takewhile
+from operator import add, attrgetter, itemgetter, le
 
 from scheduler.core import reasons
 from scheduler.core.backfill import HeldReservation, hold_reservation, plan_reservation
@@ -66,6 +68,9 @@ COST_FIELDS = ("workload", "dataset_node", "allreduce_bytes", "step_compute_s", 
 CLASS_FIELDS = FEASIBILITY_FIELDS + COST_FIELDS
 _FEAS = attrgetter(*FEASIBILITY_FIELDS)
 _COST = attrgetter(*COST_FIELDS)
+_EST = attrgetter("est_runtime_s")
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+_NAN, _NINF = float("nan"), float("-inf")
 
 
 def need_equiv(ctx: JobCtx) -> float:
@@ -620,21 +625,42 @@ class _Round:
         say = said.append
         turned = self._turned = []
         self._said = said
-        for job, jid, tid in zip(ordered, dec.queue_order, tids, strict=True):
-            if early and jid in early:
-                turned.append(len(said))
-                say(None)
-                continue
-            if kept_off:
+        ids = dec.queue_order
+        n = len(ids)
+        # The places whose turn is never one remembered: the claimants and the victims kept off GPUs (then n).
+        forced = list(compress(count(), map(early.union(kept_off).__contains__, ids))) if early or kept_off else []
+        forced.append(n)
+        fk = 0
+        stop = forced[0]
+        # Runs of remembered turns are read by C passes, not a Python step a job (see _remembered_run): each place's
+        # signature without its reservation bit; once a pool has a reservation, each job's end if it started now
+        # (nan without an estimate) and per turn number its pool's earliest reservation (-inf: none).
+        dbl = list(map(add, tids, tids))
+        ends: list[float] | None = None
+        starts: list[float] | None = None
+        res_seen: dict[int, float] = {}
+        outs: list[tuple[str, str | None]] = []  # the outcomes the runs read, counted once the loop ends
+        i = 0
+        while i < n:
+            job, jid, tid = ordered[i], ids[i], tids[i]
+            if i == stop:
+                fk += 1
+                stop = forced[fk]
+                if jid in early:
+                    turned.append(i)
+                    say(None)
+                    i += 1
+                    continue
                 off = kept_off.get(jid)
                 if off is not None and off[0] not in started:  # a victim, while its beneficiary waits
-                    turned.append(len(said))
+                    turned.append(i)
                     say(None)
                     tries = counters["preemption_attempts"]
                     blocks = block_gpus(st, off[1])
                     if process(job, False, turns[tid][0]) is None:
                         forget(pool_of[tid], tries)
                     unblock_gpus(st, blocks)
+                    i += 1
                     continue
             # What the turn reads: the job's turn signature (`_number_turns`) and whether it would end before its
             # pool's earliest reservation.
@@ -651,8 +677,22 @@ class _Round:
                 say(hit[0])
                 if hit[1] is not None:
                     counters[hit[1]] += 1
+                i += 1
+                if i < stop:  # the remembered turns right after it, up to the next place never remembered
+                    if res_start and starts is None:
+                        if ends is None:
+                            ends = [_NAN if e is None else now + e for e in map(_EST, ordered)]
+                        starts = list(map(res_start.get, pool_of, repeat(_NINF)))
+                    run = _remembered_run(ended, dbl, i, stop, ends if res_start else None, starts, tids)
+                    if run:
+                        m = len(run)
+                        run_said = list(map(_FIRST, run))
+                        said.extend(run_said)
+                        reasons_out.update(zip(ids[i : i + m], run_said, strict=True))
+                        outs.extend(run)
+                        i += m
                 continue
-            turned.append(len(said))
+            turned.append(i)
             say(None)
             tries = counters["preemption_attempts"]
             out = process(job, True, turns[tid][0])
@@ -661,6 +701,13 @@ class _Round:
             elif remember:
                 ended[sig] = out
                 ended_in.setdefault(pool_of[tid], []).append(sig)
+            if res_start != res_seen:  # a reservation (or a leaf held) moved its pool's earliest start
+                res_seen = dict(res_start)
+                starts = None
+            i += 1
+        for counter, k in Counter(map(_SECOND, outs)).items():
+            if counter is not None:
+                counters[counter] += k
         self._claim_blocks = [b for bl in blocked.values() for b in bl]
 
     def _number_turns(self, pending: list[JobRequest]) -> dict[int, int]:
@@ -673,11 +720,11 @@ class _Round:
         now = self.snap.now
         carry = self.carry
         if carry is not None and len(carry.turn_table) <= _MAX_TURN_SIGNATURES:
-            table, tid_of, count, todo = carry.turn_table, carry.turn_ids, carry.turn_count, self.changed
+            table, tid_of, per_sig, todo = carry.turn_table, carry.turn_ids, carry.turn_count, self.changed
         else:
-            table, tid_of, count, todo = {}, {}, {}, pending
+            table, tid_of, per_sig, todo = {}, {}, {}, pending
             if carry is not None:
-                carry.turn_table, carry.turn_ids, carry.turn_count = table, tid_of, count
+                carry.turn_table, carry.turn_ids, carry.turn_count = table, tid_of, per_sig
         for job in todo:
             if svc is None:
                 level = None
@@ -690,9 +737,9 @@ class _Round:
             if tid is None:
                 tid = table[sig] = len(table)
             tid_of[job.id] = tid
-            count[tid] = count.get(tid, 0) + 1
+            per_sig[tid] = per_sig.get(tid, 0) + 1
         # Waiting jobs per signature number (the carry's are kept as jobs come and go: RoundCarry.begin).
-        self.turn_count = count
+        self.turn_count = per_sig
         if carry is not None and todo is pending:
             carry.retag(tid_of.__getitem__)  # the kept lines' numbers are from the table started again
         self.turn_table = table
@@ -1026,6 +1073,32 @@ class _Round:
         self.dec.reservations.append(Reservation(job.id, held.start_at, held.gpu_ids, held.nodes, "preempting"))
         what = _describe(cand)
         return reasons.preempting(victims, what)
+
+
+def _remembered_run(
+    ended: dict[int, tuple[str, str | None]],
+    dbl: list[int],
+    i: int,
+    stop: int,
+    ends: list[float] | None,
+    starts: list[float] | None,
+    tids: list[int],
+) -> list[tuple[str, str | None]]:
+    """The remembered outcomes of the places i, i+1, ... before `stop` while each place's turn signature is in
+    `ended`: C passes over the lists, about a fifth of a Python loop step a place. A place's signature is `dbl` (its
+    turn number twice) plus one where its pool has a reservation and the job would end before it (`ends` at or
+    before `starts` of its turn number; None: no pool has one)."""
+    sigs = _from(dbl, i, stop)
+    if ends is not None:
+        sigs = map(add, sigs, map(le, _from(ends, i, stop), map(starts.__getitem__, _from(tids, i, stop))))
+    return list(map(ended.__getitem__, takewhile(ended.__contains__, sigs)))
+
+
+def _from(values: list, i: int, stop: int):
+    """values[i:stop] as an iterator, without a copy or a walk from the start (islice alone steps over i items)."""
+    it = iter(values)
+    it.__setstate__(i)
+    return islice(it, stop - i)
 
 
 def _describe(cand) -> str:

@@ -143,3 +143,47 @@ def test_a_preemption_try_in_another_pool_that_spends_the_budget_changes_what_al
     assert "may preempt in about" in d.pending_reasons[1]
     assert d.pending_reasons[2] == d.pending_reasons[1]
     assert "may preempt" not in d.pending_reasons[4]
+
+
+def test_a_short_job_amid_remembered_long_ones_still_backfills():
+    # As above with three long jobs before the short one: job 2 searches, job 3's turn is remembered, job 4 reads
+    # it, and the jobs after 4 are read as a run while they match it. Job 5 (100 s) ends before job 1's reservation:
+    # its turn is not job 3's, and it backfills onto n4; jobs 6 and 7, long again, wait like 2-4.
+    b = two_leaves()
+    b.pool(1, "train")
+    for i, h in enumerate(("n1", "n2", "n3")):
+        b.run(20 + i, {h: list(range(8))}, est_runtime_s=100_000.0)
+    b.run(23, {"n4": [0, 1, 2, 3]}, est_runtime_s=1_600.0)  # started 600 s ago
+    b.job(1, gpus=8, est_runtime_s=3_600.0)
+    for j in range(2, 8):
+        b.job(j, gpus=1, est_runtime_s=100.0 if j == 5 else 5_000.0)
+    d = schedule(b.snapshot(config(service_order=False, service_preemption=False)), FifoPolicy())
+    assert [p.job_id for p in d.placements] == [5]
+    assert {d.pending_reasons[j] for j in (2, 3, 4, 6, 7)} == {d.pending_reasons[2]}
+    assert d.queue_order == [1, 2, 3, 4, 5, 6, 7]
+    assert d.queue_reasons[4] is None  # job 5 was placed
+
+
+def test_a_short_job_amid_remembered_ones_backfills_in_the_pool_that_reserved_last():
+    # Pools a (n1, n2) and b (n3, n4), alike: one node held for 100,000 s, the other half held by a job that ends in
+    # 1,000 s. Job 1 (8 GPUs, pool a) reserves n2; jobs 2-4 (pool a, long) wait, 4 reading 3's turn. Job 5 (8 GPUs,
+    # pool b) then reserves n4: pool b's earliest reservation is set after pool a's. Jobs 6-10 (pool b) are 6, 7, 8
+    # and 10 long, 9 short: 9 ends before job 5's reservation and backfills onto n4 though 8 read 7's turn.
+    b = two_leaves()
+    b.pool(1, "a", hosts=["n1", "n2"])
+    b.pool(2, "b", hosts=["n3", "n4"])
+    b.run(20, {"n1": list(range(8))}, pool=1, est_runtime_s=100_000.0)
+    b.run(21, {"n2": [0, 1, 2, 3]}, pool=1, est_runtime_s=1_600.0)  # started 600 s ago
+    b.run(22, {"n3": list(range(8))}, pool=2, est_runtime_s=100_000.0)
+    b.run(23, {"n4": [0, 1, 2, 3]}, pool=2, est_runtime_s=1_600.0)
+    b.job(1, gpus=8, pool=1, est_runtime_s=3_600.0)
+    for j in (2, 3, 4):
+        b.job(j, gpus=1, pool=1, est_runtime_s=5_000.0)
+    b.job(5, gpus=8, pool=2, est_runtime_s=3_600.0)
+    for j in range(6, 11):
+        b.job(j, gpus=1, pool=2, est_runtime_s=100.0 if j == 9 else 5_000.0)
+    d = schedule(b.snapshot(config(service_order=False, service_preemption=False)), FifoPolicy())
+    assert [r.job_id for r in d.reservations] == [1, 5]
+    assert [p.job_id for p in d.placements] == [9]
+    assert d.placements[0].nodes == ("n4",)
+    assert {d.pending_reasons[j] for j in (6, 7, 8, 10)} == {d.pending_reasons[6]}
