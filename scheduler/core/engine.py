@@ -42,7 +42,7 @@ from scheduler.core.preemption import VictimClasses, block_gpus, plan_preemption
 from scheduler.core.quotas import QuotaBook, QuotaVerdict
 from scheduler.core.state import ClusterState
 from scheduler.core.topology import LEVEL_POD_GROUP, build_topology
-from scheduler.core.types import Decisions, JobRequest, Preemption, Reservation, Snapshot
+from scheduler.core.types import Decisions, JobRequest, PendingReasons, Preemption, Reservation, Snapshot
 
 DEFAULT_POLICY = PriorityFairSharePolicy()
 _RESERVATION_TRIES = 4  # reservation plans per pool and round (each walks the pool's running jobs)
@@ -204,6 +204,7 @@ class _Round:
         self.dec.queue_order = pctx.out_ids if pctx.out_ids is not None else [j.id for j in ordered]
         # Every job's turn number in queue order, from the policy when it kept them beside the jobs: read by id in
         # queue order instead, each is a cache miss (the queue's order is not the jobs' order in memory).
+        self.ests = pctx.out_ests  # each job's estimate in queue order (nan: none), where the policy kept them
         self.tids = pctx.out_tags if pctx.out_tags is not None else list(map(tid_of.__getitem__, self.dec.queue_order))
         self.counters["pending"] = len(ordered)
         t = self._lap("order", t)
@@ -217,6 +218,8 @@ class _Round:
             jid = order[k]
             said[k] = None if jid in placed_ids else reasons_out.get(jid, "")
         self.dec.queue_reasons = said
+        # The reasons by id for those who read them (tests, tools): the round's record reads them in queue order.
+        self.dec.pending_reasons = PendingReasons(order, said, self._turned, reasons_out)
         # A job preempted for one still waiting is not moved back onto the GPUs freed for it either.
         waiting = self.waiting_ids - placed_ids
         kept_off = {
@@ -633,10 +636,10 @@ class _Round:
         fk = 0
         stop = forced[0]
         # Runs of remembered turns are read by C passes, not a Python step a job (see _remembered_run): each place's
-        # signature without its reservation bit; once a pool has a reservation, each job's end if it started now
-        # (nan without an estimate) and per turn number its pool's earliest reservation (-inf: none).
+        # signature without its reservation bit; once a pool has a reservation, each job's estimate (nan without
+        # one) and per turn number its pool's earliest reservation (-inf: none).
         dbl = list(map(add, tids, tids))
-        ends: list[float] | None = None
+        ests = self.ests
         starts: list[float] | None = None
         res_seen: dict[int, float] = {}
         outs: list[tuple[str, str | None]] = []  # the outcomes the runs read, counted once the loop ends
@@ -673,22 +676,19 @@ class _Round:
                         sig += 1
             hit = ended.get(sig)
             if hit is not None:
-                reasons_out[jid] = hit[0]
                 say(hit[0])
                 if hit[1] is not None:
                     counters[hit[1]] += 1
                 i += 1
                 if i < stop:  # the remembered turns right after it, up to the next place never remembered
                     if res_start and starts is None:
-                        if ends is None:
-                            ends = [_NAN if e is None else now + e for e in map(_EST, ordered)]
+                        if ests is None:  # a policy that does not keep them
+                            ests = [_NAN if e is None else e for e in map(_EST, ordered)]
                         starts = list(map(res_start.get, pool_of, repeat(_NINF)))
-                    run = _remembered_run(ended, dbl, i, stop, ends if res_start else None, starts, tids)
+                    run = _remembered_run(ended, dbl, i, stop, (now, ests, starts, tids) if res_start else None)
                     if run:
                         m = len(run)
-                        run_said = list(map(_FIRST, run))
-                        said.extend(run_said)
-                        reasons_out.update(zip(ids[i : i + m], run_said, strict=True))
+                        said.extend(map(_FIRST, run))
                         outs.extend(run)
                         i += m
                 continue
@@ -1076,21 +1076,18 @@ class _Round:
 
 
 def _remembered_run(
-    ended: dict[int, tuple[str, str | None]],
-    dbl: list[int],
-    i: int,
-    stop: int,
-    ends: list[float] | None,
-    starts: list[float] | None,
-    tids: list[int],
+    ended: dict[int, tuple[str, str | None]], dbl: list[int], i: int, stop: int, short: tuple | None
 ) -> list[tuple[str, str | None]]:
     """The remembered outcomes of the places i, i+1, ... before `stop` while each place's turn signature is in
     `ended`: C passes over the lists, about a fifth of a Python loop step a place. A place's signature is `dbl` (its
-    turn number twice) plus one where its pool has a reservation and the job would end before it (`ends` at or
-    before `starts` of its turn number; None: no pool has one)."""
+    turn number twice) plus one where its pool has a reservation and the job would end before it: with `short` =
+    (now, estimates, earliest reservation start per turn number, turn numbers), now + its estimate at or before its
+    turn number's start (None: no pool has a reservation)."""
     sigs = _from(dbl, i, stop)
-    if ends is not None:
-        sigs = map(add, sigs, map(le, _from(ends, i, stop), map(starts.__getitem__, _from(tids, i, stop))))
+    if short is not None:
+        now, ests, starts, tids = short
+        ends = map(add, repeat(now), _from(ests, i, stop))  # as the loop's `now + est`
+        sigs = map(add, sigs, map(le, ends, map(starts.__getitem__, _from(tids, i, stop))))
     return list(map(ended.__getitem__, takewhile(ended.__contains__, sigs)))
 
 

@@ -56,6 +56,7 @@ class PolicyContext:
     tag_of: Callable[[JobRequest], int] | None = None
     out_ids: list[int] | None = None
     out_tags: list[int] | None = None
+    out_ests: list[float] | None = None  # each job's est_runtime_s, nan without one
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +153,8 @@ def effective_priority(job: JobRequest, tenants: dict[str, TenantState]) -> int:
 
 
 _seq = attrgetter("queue_seq", "id")
+_EST = attrgetter("est_runtime_s")
+_NAN = float("nan")
 
 
 class FifoPolicy:
@@ -197,6 +200,7 @@ class PriorityFairSharePolicy:
         tagged = tag_of is not None and all(len(line.tags) == len(line.jobs) for line in lines.values())
         out_ids: list[int] = []
         out_tags: list[int] = []
+        out_ests: list[float] = []
         by_prio: dict[int, list[tuple[str, Line]]] = {}
         for (prio, name), line in lines.items():
             if line.jobs:
@@ -216,6 +220,7 @@ class PriorityFairSharePolicy:
                 ((name, line),) = per_tenant
                 out.extend(line.jobs)
                 out_ids.extend(line.ids)
+                out_ests.extend(line.ests)
                 if tagged:
                     out_tags.extend(line.tags)
                 charge[name] += sum(line.gpus) * horizon
@@ -225,6 +230,7 @@ class PriorityFairSharePolicy:
             ratios: list[float] = []
             jobs_in: list[JobRequest] = []
             ids_in = array("q")
+            ests_in = array("d")
             tags_in: list[int] = []
             for name, line in per_tenant:
                 # The tenant's charge before each job of its line, then its ratio (C loops: 50,000 jobs a round;
@@ -235,14 +241,17 @@ class PriorityFairSharePolicy:
                 ratios.extend(map(truediv, before, repeat(entitlement[name])))
                 jobs_in.extend(line.jobs)
                 ids_in.extend(line.ids)
+                ests_in.extend(line.ests)
                 if tagged:
                     tags_in.extend(line.tags)
             order = _merge_order(ratios, jobs_in)
             out.extend(map(jobs_in.__getitem__, order))
             out_ids.extend(map(ids_in.__getitem__, order))
+            out_ests.extend(map(ests_in.__getitem__, order))
             if tagged:
                 out_tags.extend(map(tags_in.__getitem__, order))
         ctx.out_ids = out_ids
+        ctx.out_ests = out_ests
         ctx.out_tags = out_tags if tagged else None
         return out
 
@@ -271,7 +280,7 @@ class Line:
     """One (priority, tenant)'s waiting jobs in the line's own order, with their sort keys (unique: each ends with
     the job id) and what the fair-share merge reads of each, in lists beside them."""
 
-    __slots__ = ("gpus", "ids", "jobs", "keys", "tags")
+    __slots__ = ("ests", "gpus", "ids", "jobs", "keys", "tags")
 
     def __init__(self, keys: list[tuple], jobs: list[JobRequest], tag_of: Callable[[JobRequest], int] | None = None):
         self.keys = keys
@@ -280,6 +289,7 @@ class Line:
         # another in queue order, read without a cache miss each by the passes that follow (the reasons, the record).
         self.ids = array("q", [j.id for j in jobs])
         self.gpus = [j.gpus for j in jobs]
+        self.ests = array("d", [_NAN if e is None else e for e in map(_EST, jobs)])  # PolicyContext.out_ests
         self.tags = list(map(tag_of, jobs)) if tag_of is not None else []  # PolicyContext.tag_of, kept if given
 
     def insert(self, key: tuple, job: JobRequest, tag: int | None = None) -> None:
@@ -288,6 +298,7 @@ class Line:
         self.jobs.insert(i, job)
         self.ids.insert(i, job.id)
         self.gpus.insert(i, job.gpus)
+        self.ests.insert(i, _NAN if job.est_runtime_s is None else job.est_runtime_s)
         if tag is not None and len(self.tags) == len(self.jobs) - 1:
             self.tags.insert(i, tag)
         else:  # a line without tags keeps none
@@ -295,7 +306,7 @@ class Line:
 
     def remove(self, key: tuple) -> None:
         i = bisect_left(self.keys, key)
-        del self.keys[i], self.jobs[i], self.ids[i], self.gpus[i]
+        del self.keys[i], self.jobs[i], self.ids[i], self.gpus[i], self.ests[i]
         if self.tags:
             del self.tags[i]
 

@@ -26,6 +26,7 @@ Everything else (`pending_reasons`, `queue_order`, `reservations`, `stats`) is i
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -403,6 +404,56 @@ class Reservation:
 RESERVATION_BASES: tuple[str, ...] = ("preempting", "stopping", "backfill", "leaf")
 
 
+class PendingReasons(Mapping[int, str]):
+    """`Decisions.pending_reasons` as the engine hands it: job id -> reason, read from the reasons in queue order
+    (`Decisions.queue_reasons`) and the reasons of the jobs whose turn was taken (`turned`, places in the queue;
+    `taken`, their reasons by id) on first use. A round gives most of a long queue a remembered turn's reason
+    (engine._remembered_run) and the queue's record reads them in queue order: building this dict for 46,000 jobs
+    each round would cost more than the passes that made them. Holds what the dict held: each job given a reason,
+    a job placed after it was given one included; in another order. Copied or pickled, it is a dict."""
+
+    __slots__ = ("_built", "_order", "_said", "_taken", "_turned")
+
+    def __init__(self, order: list[int], said: list[str | None], turned: list[int], taken: dict[int, str]) -> None:
+        self._order, self._said, self._turned, self._taken = order, said, turned, taken
+        self._built: dict[int, str] | None = None
+
+    def _dict(self) -> dict[int, str]:
+        d = self._built
+        if d is None:
+            d = dict(zip(self._order, self._said, strict=True))  # a remembered turn's reason at its place
+            taken, order = self._taken, self._order
+            for k in self._turned:  # a turn taken: what it said, or nothing
+                jid = order[k]
+                if jid in taken:
+                    d[jid] = taken[jid]
+                else:
+                    del d[jid]
+            self._built = d
+        return d
+
+    def __getitem__(self, job_id: int) -> str:
+        return self._dict()[job_id]
+
+    def get(self, job_id: int, default=None):  # type: ignore[override]
+        return self._dict().get(job_id, default)
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._dict()
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._dict())
+
+    def __len__(self) -> int:
+        return len(self._dict())
+
+    def __repr__(self) -> str:
+        return repr(self._dict())
+
+    def __reduce__(self):
+        return (dict, (self._dict(),))
+
+
 @dataclass(slots=True)
 class Decisions:
     placements: list[Placement] = field(default_factory=list)
@@ -410,7 +461,7 @@ class Decisions:
     migrations: list[Migration] = field(default_factory=list)
     requeues: list[tuple[int, str]] = field(default_factory=list)
     failures: list[tuple[int, str]] = field(default_factory=list)
-    pending_reasons: dict[int, str] = field(default_factory=dict)
+    pending_reasons: dict[int, str] | PendingReasons = field(default_factory=dict)
     queue_order: list[int] = field(default_factory=list)
     reservations: list[Reservation] = field(default_factory=list)
     stats: dict[str, Any] = field(default_factory=dict)

@@ -444,3 +444,26 @@ def test_without_a_carry_fair_share_hands_back_no_tags():
     c = PolicyContext({}, tag_of=lambda j: j.id)
     PriorityFairSharePolicy().order([job(1), job(2)], c)
     assert c.out_ids == [1, 2] and c.out_tags is None
+
+
+def test_fair_share_hands_back_each_jobs_estimate_in_queue_order_as_its_lines_change():
+    from scheduler.core.carry import RoundCarry
+
+    t = {n: TenantState(n, {1: Quota(4, 0)}) for n in "ab"}
+    j1, j2, j3 = job(1, "a", seq=1, est=100.0), job(2, "a", seq=2), job(3, "a", prio=90, seq=3, est=50.0)
+    j11, j12 = job(11, "b", seq=11, est=300.0), job(12, "b", seq=12, est=700.0)
+    carry = RoundCarry()
+    first = [j1, j2, j11, j3]
+    carry.begin(first, {j.id for j in first}, "same")
+    c = PolicyContext(t, carry=carry, changed=first)
+    # As above: 3, then b's 11 at ratio 0, a's 1 and 2 at 1/4 and 2/4. Job 2 has no estimate: nan.
+    assert ids(PriorityFairSharePolicy().order(first, c)) == [3, 11, 1, 2]
+    assert c.out_ests[:3] == [50.0, 300.0, 100.0] and math.isnan(c.out_ests[3])
+    # Next round job 2 is gone (taken out of a's line) and b's 12 came (put into b's line): 11 at ratio 0, then 1
+    # (a at 1/4, seq 1) and 12 (b at 1/4, seq 12).
+    second = [j1, j11, j3, j12]
+    changed = carry.begin(second, {j.id for j in second}, "same")
+    assert changed == [j12]
+    c = PolicyContext(t, carry=carry, changed=changed)
+    assert ids(PriorityFairSharePolicy().order(second, c)) == [3, 11, 1, 12]
+    assert c.out_ests == [50.0, 300.0, 100.0, 700.0]

@@ -7,7 +7,7 @@ import pytest
 
 from scheduler.core import build_topology, schedule
 from scheduler.core.engine import _Round
-from scheduler.core.policies import FifoPolicy
+from scheduler.core.policies import FifoPolicy, PriorityFairSharePolicy
 from scheduler.core.synthetic import next_round, synthetic_snapshot
 from scheduler.core.types import Config
 from tests.scheduler.core.builders import config, two_leaves
@@ -145,7 +145,12 @@ def test_a_preemption_try_in_another_pool_that_spends_the_budget_changes_what_al
     assert "may preempt" not in d.pending_reasons[4]
 
 
-def test_a_short_job_amid_remembered_long_ones_still_backfills():
+# The fair-share policy hands each job's estimate in queue order beside it (PolicyContext.out_ests); FIFO does not.
+POLICIES = {"fair share": PriorityFairSharePolicy, "fifo": FifoPolicy}
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_short_job_amid_remembered_long_ones_still_backfills(policy):
     # As above with three long jobs before the short one: job 2 searches, job 3's turn is remembered, job 4 reads
     # it, and the jobs after 4 are read as a run while they match it. Job 5 (100 s) ends before job 1's reservation:
     # its turn is not job 3's, and it backfills onto n4; jobs 6 and 7, long again, wait like 2-4.
@@ -157,14 +162,15 @@ def test_a_short_job_amid_remembered_long_ones_still_backfills():
     b.job(1, gpus=8, est_runtime_s=3_600.0)
     for j in range(2, 8):
         b.job(j, gpus=1, est_runtime_s=100.0 if j == 5 else 5_000.0)
-    d = schedule(b.snapshot(config(service_order=False, service_preemption=False)), FifoPolicy())
+    d = schedule(b.snapshot(config(service_order=False, service_preemption=False)), POLICIES[policy]())
     assert [p.job_id for p in d.placements] == [5]
     assert {d.pending_reasons[j] for j in (2, 3, 4, 6, 7)} == {d.pending_reasons[2]}
     assert d.queue_order == [1, 2, 3, 4, 5, 6, 7]
     assert d.queue_reasons[4] is None  # job 5 was placed
 
 
-def test_a_short_job_amid_remembered_ones_backfills_in_the_pool_that_reserved_last():
+@pytest.mark.parametrize("policy", POLICIES)
+def test_a_short_job_amid_remembered_ones_backfills_in_the_pool_that_reserved_last(policy):
     # Pools a (n1, n2) and b (n3, n4), alike: one node held for 100,000 s, the other half held by a job that ends in
     # 1,000 s. Job 1 (8 GPUs, pool a) reserves n2; jobs 2-4 (pool a, long) wait, 4 reading 3's turn. Job 5 (8 GPUs,
     # pool b) then reserves n4: pool b's earliest reservation is set after pool a's. Jobs 6-10 (pool b) are 6, 7, 8
@@ -182,7 +188,7 @@ def test_a_short_job_amid_remembered_ones_backfills_in_the_pool_that_reserved_la
     b.job(5, gpus=8, pool=2, est_runtime_s=3_600.0)
     for j in range(6, 11):
         b.job(j, gpus=1, pool=2, est_runtime_s=100.0 if j == 9 else 5_000.0)
-    d = schedule(b.snapshot(config(service_order=False, service_preemption=False)), FifoPolicy())
+    d = schedule(b.snapshot(config(service_order=False, service_preemption=False)), POLICIES[policy]())
     assert [r.job_id for r in d.reservations] == [1, 5]
     assert [p.job_id for p in d.placements] == [9]
     assert d.placements[0].nodes == ("n4",)
