@@ -68,6 +68,7 @@ class RoundCarry:
         changed = [j for j in pending if known.get(j.id) is not j]
         dropped = known.keys() - ids
         dropped.update(j.id for j in changed if j.id in known)
+        out_of: dict[tuple, tuple[list[tuple], set[int]]] = {}  # line -> the keys and ids of its jobs to take out
         for jid in dropped:
             del known[jid]
             self.service_keys.pop(jid, None)
@@ -76,7 +77,13 @@ class RoundCarry:
                 self.turn_count[tid] -= 1
             where = self.line_of.pop(jid, None)
             if where is not None:
-                self.lines[where[0]].remove(where[1])
+                out = out_of.get(where[0])
+                if out is None:
+                    out = out_of[where[0]] = ([], set())
+                out[0].append(where[1])
+                out[1].add(jid)
+        for lk, (keys, jids) in out_of.items():
+            self.lines[lk].remove_many(keys, jids)
         for j in changed:
             known[j.id] = j
         return changed

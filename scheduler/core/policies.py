@@ -28,7 +28,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from itertools import accumulate, islice, repeat
+from itertools import accumulate, compress, count, islice, repeat
 from operator import attrgetter, eq, truediv
 from typing import TYPE_CHECKING, Protocol
 
@@ -155,6 +155,7 @@ def effective_priority(job: JobRequest, tenants: dict[str, TenantState]) -> int:
 _seq = attrgetter("queue_seq", "id")
 _EST = attrgetter("est_runtime_s")
 _NAN = float("nan")
+_MOST_CUTS = 32  # Line.remove_many: beyond this many cuts, one copy of each list is quicker (each cut moves the rest)
 
 
 class FifoPolicy:
@@ -304,11 +305,38 @@ class Line:
         else:  # a line without tags keeps none
             self.tags = []
 
-    def remove(self, key: tuple) -> None:
-        i = bisect_left(self.keys, key)
-        del self.keys[i], self.jobs[i], self.ids[i], self.gpus[i], self.ests[i]
+    def remove_many(self, keys: list[tuple], ids: set[int]) -> None:
+        """Take out the jobs with these keys (their ids: `ids`). A removal from a long line moves the rest of it in
+        each of its lists: after a round that placed thousands, jobs next to each other go in one cut, and where the
+        cuts are many the lists are copied once without them (found by one pass over the ids)."""
+        if len(keys) * 8 < len(self.ids):
+            places = sorted(map(bisect_left, repeat(self.keys), keys))
+        else:
+            places = list(compress(count(), map(ids.__contains__, self.ids)))
+        cuts: list[tuple[int, int]] = []  # [start, end) of each run of places next to each other
+        for i in places:
+            if cuts and cuts[-1][1] == i:
+                cuts[-1] = (cuts[-1][0], i + 1)
+            else:
+                cuts.append((i, i + 1))
+        if len(cuts) > _MOST_CUTS:
+            keep = [True] * len(self.ids)
+            for i in places:
+                keep[i] = False
+            self.keys = list(compress(self.keys, keep))
+            self.jobs = list(compress(self.jobs, keep))
+            self.ids = array("q", compress(self.ids, keep))
+            self.gpus = list(compress(self.gpus, keep))
+            self.ests = array("d", compress(self.ests, keep))
+            if self.tags:
+                self.tags = list(compress(self.tags, keep))
+            return
+        lists = [self.keys, self.jobs, self.ids, self.gpus, self.ests]
         if self.tags:
-            del self.tags[i]
+            lists.append(self.tags)
+        for a, b in reversed(cuts):
+            for lst in lists:
+                del lst[a:b]
 
 
 def _lines(jobs: list[JobRequest], line_of, within, with_keys: bool, tag_of=None) -> dict[tuple, Line]:

@@ -467,3 +467,35 @@ def test_fair_share_hands_back_each_jobs_estimate_in_queue_order_as_its_lines_ch
     c = PolicyContext(t, carry=carry, changed=changed)
     assert ids(PriorityFairSharePolicy().order(second, c)) == [3, 11, 1, 12]
     assert c.out_ests == [50.0, 300.0, 100.0, 700.0]
+
+
+def _line_of(n):
+    from scheduler.core.policies import Line
+
+    jobs = [job(i, est=float(i) if i % 3 else None, gpus=1 + i % 4) for i in range(n)]
+    return Line([(j.queue_seq, j.id) for j in jobs], jobs, tag_of=lambda j: 1000 + j.id)
+
+
+def _gone(line, jids):
+    line.remove_many([(j, j) for j in jids], set(jids))
+    left = [j.id for j in line.jobs]
+    assert list(line.ids) == left and [k[1] for k in line.keys] == left
+    assert line.gpus == [1 + i % 4 for i in left] and line.tags == [1000 + i for i in left]
+    assert [e if e == e else None for e in line.ests] == [float(i) if i % 3 else None for i in left]
+    return left
+
+
+def test_a_line_takes_out_a_few_jobs_by_their_keys():
+    # 2 of 100 jobs, far apart, listed out of order: each found by its key.
+    assert _gone(_line_of(100), [63, 7]) == [i for i in range(100) if i not in (7, 63)]
+
+
+def test_a_line_takes_out_runs_of_jobs_in_a_cut_each():
+    # 30 of 40 jobs, in two runs (the heads of a line after a round that placed them, and a block further on).
+    gone = [*range(0, 20), *range(25, 35)]
+    assert _gone(_line_of(40), gone) == [20, 21, 22, 23, 24, 35, 36, 37, 38, 39]
+
+
+def test_a_line_takes_out_jobs_scattered_all_along_it():
+    # Every other job of 200: 100 cuts, more than a copy costs; the jobs left keep their order and values.
+    assert _gone(_line_of(200), list(range(0, 200, 2))) == list(range(1, 200, 2))
