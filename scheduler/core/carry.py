@@ -37,6 +37,7 @@ class RoundCarry:
         "signature",
         "state",
         "turn_count",
+        "turn_floor",
         "turn_ids",
         "turn_table",
     )
@@ -55,6 +56,7 @@ class RoundCarry:
         self.turn_ids: dict[int, int] = {}  # job id -> the number of its turn's signature (engine)
         self.turn_table: dict[tuple, int] = {}  # turn signature -> its number
         self.turn_count: dict[int, int] = {}  # turn signature number -> the waiting jobs with it (engine)
+        self.turn_floor: dict[int, float] = {}  # turn signature number -> the least estimate of a job given it
         # The last round's cluster index (ClusterState), brought to the next snapshot by `advance` (engine).
         self.state: ClusterState | None = None
 

@@ -204,7 +204,7 @@ class _Round:
         self.dec.queue_order = pctx.out_ids if pctx.out_ids is not None else [j.id for j in ordered]
         # Every job's turn number in queue order, from the policy when it kept them beside the jobs: read by id in
         # queue order instead, each is a cache miss (the queue's order is not the jobs' order in memory).
-        self.ests = pctx.out_ests  # each job's estimate in queue order (nan: none), where the policy kept them
+        self.ests = pctx.out_ests  # each job's estimate in queue order (nan: none), on call, where the policy has them
         self.tids = pctx.out_tags if pctx.out_tags is not None else list(map(tid_of.__getitem__, self.dec.queue_order))
         self.counters["pending"] = len(ordered)
         t = self._lap("order", t)
@@ -636,11 +636,17 @@ class _Round:
         fk = 0
         stop = forced[0]
         # Runs of remembered turns are read by C passes, not a Python step a job (see _remembered_run): each place's
-        # signature without its reservation bit; once a pool has a reservation, each job's estimate (nan without
-        # one) and per turn number its pool's earliest reservation (-inf: none).
+        # signature without its reservation bit; per turn number its pool's earliest reservation where one of its
+        # jobs might end before it (now + the least estimate among them, `turn_floor`, would), else -inf; and once
+        # one might (`maybe` turn numbers), each job's estimate in queue order (nan without one).
         dbl = list(map(add, tids, tids))
-        ests = self.ests
-        starts: list[float] | None = None
+        ests: list[float] | None = None
+        starts = [_NINF] * len(turns)
+        maybe = 0
+        floor = self.turn_floor
+        by_pool: dict[int, list[int]] = {}
+        for t, p in enumerate(pool_of):
+            by_pool.setdefault(p, []).append(t)
         res_seen: dict[int, float] = {}
         outs: list[tuple[str, str | None]] = []  # the outcomes the runs read, counted once the loop ends
         i = 0
@@ -681,11 +687,16 @@ class _Round:
                     counters[hit[1]] += 1
                 i += 1
                 if i < stop:  # the remembered turns right after it, up to the next place never remembered
-                    if res_start and starts is None:
-                        if ests is None:  # a policy that does not keep them
-                            ests = [_NAN if e is None else e for e in map(_EST, ordered)]
-                        starts = list(map(res_start.get, pool_of, repeat(_NINF)))
-                    run = _remembered_run(ended, dbl, i, stop, (now, ests, starts, tids) if res_start else None)
+                    short = None
+                    if maybe:
+                        if ests is None:
+                            ests = (
+                                self.ests()
+                                if self.ests is not None
+                                else [_NAN if e is None else e for e in map(_EST, ordered)]  # a policy without them
+                            )
+                        short = (now, ests, starts, tids)
+                    run = _remembered_run(ended, dbl, i, stop, short)
                     if run:
                         m = len(run)
                         said.extend(map(_FIRST, run))
@@ -702,8 +713,15 @@ class _Round:
                 ended[sig] = out
                 ended_in.setdefault(pool_of[tid], []).append(sig)
             if res_start != res_seen:  # a reservation (or a leaf held) moved its pool's earliest start
+                for p, r in res_start.items():
+                    if res_seen.get(p) == r:
+                        continue
+                    for t in by_pool.get(p, ()):
+                        f = floor.get(t)
+                        was = starts[t] != _NINF
+                        starts[t] = r if f is not None and now + f <= r else _NINF
+                        maybe += (starts[t] != _NINF) - was
                 res_seen = dict(res_start)
-                starts = None
             i += 1
         for counter, k in Counter(map(_SECOND, outs)).items():
             if counter is not None:
@@ -721,10 +739,11 @@ class _Round:
         carry = self.carry
         if carry is not None and len(carry.turn_table) <= _MAX_TURN_SIGNATURES:
             table, tid_of, per_sig, todo = carry.turn_table, carry.turn_ids, carry.turn_count, self.changed
+            floor = carry.turn_floor
         else:
-            table, tid_of, per_sig, todo = {}, {}, {}, pending
+            table, tid_of, per_sig, todo, floor = {}, {}, {}, pending, {}
             if carry is not None:
-                carry.turn_table, carry.turn_ids, carry.turn_count = table, tid_of, per_sig
+                carry.turn_table, carry.turn_ids, carry.turn_count, carry.turn_floor = table, tid_of, per_sig, floor
         for job in todo:
             if svc is None:
                 level = None
@@ -738,8 +757,14 @@ class _Round:
                 tid = table[sig] = len(table)
             tid_of[job.id] = tid
             per_sig[tid] = per_sig.get(tid, 0) + 1
-        # Waiting jobs per signature number (the carry's are kept as jobs come and go: RoundCarry.begin).
-        self.turn_count = per_sig
+            est = job.est_runtime_s
+            if est is not None:
+                f = floor.get(tid)
+                if f is None or est < f:
+                    floor[tid] = est
+        # Waiting jobs per signature number (the carry's are kept as jobs come and go: RoundCarry.begin), and the
+        # least estimate among them (kept as jobs come: a lower bound as they go, which is all the loop reads).
+        self.turn_count, self.turn_floor = per_sig, floor
         if carry is not None and todo is pending:
             carry.retag(tid_of.__getitem__)  # the kept lines' numbers are from the table started again
         self.turn_table = table

@@ -52,6 +52,23 @@ def test_the_carry_counts_the_waiting_jobs_of_each_turn_signature_as_they_come_a
         assert sum(counted.values()) == len(dec.queue_order) > 1000
 
 
+@pytest.mark.parametrize("table_size", [None, 3])
+def test_the_carry_keeps_a_lower_bound_of_each_turn_signatures_estimates(monkeypatch, table_size):
+    # The placement loop reads, per turn signature, the least estimate of its waiting jobs (could one end before a
+    # reservation?): kept as jobs come, it may stay below the least of those still waiting, never above it.
+    if table_size is not None:
+        monkeypatch.setattr(engine_mod, "_MAX_TURN_SIGNATURES", table_size)
+    carry = RoundCarry()
+    for snap, _ in _churn(synthetic_snapshot(gpus=512, pending=1500, seed=4), carry, 3):
+        least: dict[int, float] = {}
+        for j in snap.pending:
+            if j.est_runtime_s is not None and j.id in carry.turn_ids:
+                t = carry.turn_ids[j.id]
+                least[t] = min(least.get(t, j.est_runtime_s), j.est_runtime_s)
+        assert len(least) > 2
+        assert all(carry.turn_floor.get(t, float("inf")) <= e for t, e in least.items())
+
+
 def _two_tenants():
     b = two_leaves()
     b.pool(1, "train")

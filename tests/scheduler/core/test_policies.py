@@ -458,7 +458,8 @@ def test_fair_share_hands_back_each_jobs_estimate_in_queue_order_as_its_lines_ch
     c = PolicyContext(t, carry=carry, changed=first)
     # As above: 3, then b's 11 at ratio 0, a's 1 and 2 at 1/4 and 2/4. Job 2 has no estimate: nan.
     assert ids(PriorityFairSharePolicy().order(first, c)) == [3, 11, 1, 2]
-    assert c.out_ests[:3] == [50.0, 300.0, 100.0] and math.isnan(c.out_ests[3])
+    ests = c.out_ests()
+    assert ests[:3] == [50.0, 300.0, 100.0] and math.isnan(ests[3])
     # Next round job 2 is gone (taken out of a's line) and b's 12 came (put into b's line): 11 at ratio 0, then 1
     # (a at 1/4, seq 1) and 12 (b at 1/4, seq 12).
     second = [j1, j11, j3, j12]
@@ -466,7 +467,7 @@ def test_fair_share_hands_back_each_jobs_estimate_in_queue_order_as_its_lines_ch
     assert changed == [j12]
     c = PolicyContext(t, carry=carry, changed=changed)
     assert ids(PriorityFairSharePolicy().order(second, c)) == [3, 11, 1, 12]
-    assert c.out_ests == [50.0, 300.0, 100.0, 700.0]
+    assert c.out_ests() == [50.0, 300.0, 100.0, 700.0]
 
 
 def _line_of(n):
