@@ -1346,14 +1346,27 @@ class RingLoad:
         self.groups: dict[int, int] = {}
         self.pods: dict[int, int] = {}
         self.of_job: dict[int, tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]] = {}
-        for jid in sorted(st.job_gpus):
-            if jid in st.stopping:
+        # Each running job's ring, kept with the state while its held GPUs are (ClusterState.rings; None: one node):
+        # worked out again only for jobs whose GPUs changed. The counts are sums, the same in any order.
+        kept = st.rings
+        if len(kept) > 2 * len(st.job_gpus) + 1024:  # jobs gone since: start again
+            kept = st.rings = {}
+        stopping = st.stopping
+        for jid, held in st.job_gpus.items():
+            if jid in stopping:
                 continue  # checkpointing, then gone
-            nodes = {g.node.name: g.node for g, _ in st.job_gpus[jid]}
-            if len(nodes) > 1:
-                self.add(jid, [nodes[h] for h in sorted(nodes)])
+            ring = kept.get(jid)
+            if ring is None or ring[0] is not held:
+                nodes = {g.node.name: g.node for g, _ in held}
+                ring = kept[jid] = (held, self._ring([nodes[h] for h in sorted(nodes)]) if len(nodes) > 1 else None)
+            if ring[1] is not None:
+                self._count(jid, ring[1])
 
     def add(self, jid: int, nodes: list[NodeSlot]) -> None:
+        self._count(jid, self._ring(nodes))
+
+    def _ring(self, nodes: list[NodeSlot]) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
+        """The nodes, leaves (crossed through a spine) and pods (crossed through the core) a ring over `nodes` uses."""
         st = self.st
         names = tuple(sorted({n.name for n in nodes}))
         gs = sorted({n.group for n in nodes})
@@ -1364,7 +1377,10 @@ class RingLoad:
                     level = max(level, st.group_level(a, b))
         groups = tuple(g for g in gs if g >= 0) if level >= LEVEL_POD_GROUP else ()
         pods = tuple(sorted({n.pod for n in nodes if n.pod >= 0})) if level >= LEVEL_FABRIC else ()
-        self.of_job[jid] = (names, groups, pods)
+        return names, groups, pods
+
+    def _count(self, jid: int, ring: tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]) -> None:
+        names, groups, pods = self.of_job[jid] = ring
         for h in names:
             self.nodes[h] = self.nodes.get(h, 0) + 1
         for g in groups:

@@ -598,3 +598,19 @@ def test_fail_reason_of_a_leaf_job_counts_a_single_free_gpu():
     b.run(9, {"n1": list(range(7)), "n2": list(range(8)), "n3": list(range(8)), "n4": list(range(8))})
     job = b.job(1, gpus=16, require="leaf")
     assert reason(b, job) == "needs 16 GPUs in one leaf; largest free block is 1 in leaf L1"
+
+
+def test_a_ring_is_counted_where_the_state_gave_the_job_other_gpus():
+    # Each job's ring is kept with the state (ClusterState.rings) while its GPUs are the same list: a kept index
+    # gives a job that moved a new one, and the next count has it where it is now. Job 9 spans n1 and n2 (two leaves
+    # of a pod), then n1 and n3 (two pods); job 10 stays on n2 alone, no ring.
+    b = two_pods()
+    b.run(9, {"n1": [0], "n2": [0]})
+    b.run(10, {"n2": [1, 2]})
+    st = ClusterState(b.snapshot(), build_topology(b.fabric))
+    assert RingLoad(st).of_job == {9: (("n1", "n2"), (0, 1), ())}
+    n1, n3 = st.nodes["n1"], st.nodes["n3"]
+    st.job_gpus[9] = [(n1.gpus[0], st.job_gpus[9][0][1]), (n3.gpus[0], st.job_gpus[9][1][1])]
+    load = RingLoad(st)
+    assert load.of_job == {9: (("n1", "n3"), (0, 2), (0, 1))}
+    assert (load.nodes, load.groups, load.pods) == ({"n1": 1, "n3": 1}, {0: 1, 2: 1}, {0: 1, 1: 1})
