@@ -221,12 +221,13 @@ class _Round:
         # The reasons by id for those who read them (tests, tools): the round's record reads them in queue order.
         self.dec.pending_reasons = PendingReasons(order, said, self._turned, reasons_out)
         # A job preempted for one still waiting is not moved back onto the GPUs freed for it either.
-        waiting = self.waiting_ids - placed_ids
-        kept_off = {
-            jid: rj.request.preempted_gpus
-            for jid, rj in st.running.items()
-            if rj.request.preempted_for in waiting and rj.request.preempted_gpus
-        }
+        waiting = self.waiting_ids  # less the placed: not a set of 46,000 made for the few preempted for someone
+        kept_off = {}
+        for jid, rj in st.running.items():
+            req = rj.request
+            b = req.preempted_for
+            if b is not None and req.preempted_gpus and b in waiting and b not in placed_ids:
+                kept_off[jid] = req.preempted_gpus
         migrations, mc = plan_migrations(self.placer, placed_ids, kept_off)
         self.dec.migrations.extend(migrations)
         self.counters.update(mc)

@@ -392,3 +392,19 @@ def test_without_a_waiting_beneficiary_the_same_job_moves():
           preempted_for=1, preempted_at=b.now - 7200, preempted_gpus=n3)  # fmt: skip
     (m,) = schedule(b.snapshot()).migrations
     assert m.job_id == 20 and m.placement.nodes == ("n3",)
+
+
+def test_a_beneficiary_placed_this_round_keeps_its_victim_off_nothing():
+    # As above, but job 1 needs 4 GPUs and starts this round, on the 4 that job 20 leaves free on n1: it waits no
+    # more, so nothing keeps job 20 off n3, which it takes whole.
+    b = SnapBuilder()
+    b.spine("S1")
+    b.leaf("L1", ["n1", "n2", "n3"], {"S1": 3})
+    b.pool(1, "train")
+    n3 = tuple(b.gpu_id("n3", i) for i in range(8))
+    b.run(20, {"n1": [0, 1, 2, 3], "n2": [0, 1, 2, 3]}, est_runtime_s=36000, started_at=b.now - 3600,
+          preempted_for=1, preempted_at=b.now - 7200, preempted_gpus=n3)  # fmt: skip
+    b.job(1, gpus=4)
+    d = schedule(b.snapshot())
+    assert [(p.job_id, p.nodes) for p in d.placements] == [(1, ("n1",))]
+    assert [(m.job_id, m.placement.nodes) for m in d.migrations] == [(20, ("n3",))]
