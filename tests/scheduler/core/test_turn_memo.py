@@ -147,8 +147,17 @@ def test_a_preemption_try_in_another_pool_that_spends_the_budget_changes_what_al
 
 # The fair-share policy hands each job's estimate in queue order beside it (PolicyContext.out_ests); FIFO does not.
 POLICIES = {"fair share": PriorityFairSharePolicy, "fifo": FifoPolicy}
+# A run of remembered turns ends at each job that might end before its pool's earliest reservation, or reads every
+# job's estimate where many might (engine._Round.short_runs_share).
+RUNS = {"end at them": 1.0, "read estimates": 0.0}
 
 
+@pytest.fixture(params=RUNS)
+def runs(request, monkeypatch):
+    monkeypatch.setattr(_Round, "short_runs_share", RUNS[request.param])
+
+
+@pytest.mark.usefixtures("runs")
 @pytest.mark.parametrize("policy", POLICIES)
 def test_a_short_job_amid_remembered_long_ones_still_backfills(policy):
     # As above with three long jobs before the short one: job 2 searches, job 3's turn is remembered, job 4 reads
@@ -169,6 +178,7 @@ def test_a_short_job_amid_remembered_long_ones_still_backfills(policy):
     assert d.queue_reasons[4] is None  # job 5 was placed
 
 
+@pytest.mark.usefixtures("runs")
 @pytest.mark.parametrize("policy", POLICIES)
 def test_a_short_job_amid_remembered_ones_backfills_in_the_pool_that_reserved_last(policy):
     # Pools a (n1, n2) and b (n3, n4), alike: one node held for 100,000 s, the other half held by a job that ends in
