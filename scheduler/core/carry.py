@@ -21,7 +21,10 @@ occupancy and load changed).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Hashable
+from itertools import compress, repeat
+from operator import is_not
 
 from scheduler.core.policies import Line
 from scheduler.core.state import ClusterState
@@ -70,22 +73,25 @@ class RoundCarry:
         changed = [j for j in pending if known.get(j.id) is not j]
         dropped = known.keys() - ids
         dropped.update(j.id for j in changed if j.id in known)
-        out_of: dict[tuple, tuple[list[tuple], set[int]]] = {}  # line -> the keys and ids of its jobs to take out
-        for jid in dropped:
-            del known[jid]
-            self.service_keys.pop(jid, None)
-            tid = self.turn_ids.pop(jid, None)
-            if tid is not None:
-                self.turn_count[tid] -= 1
-            where = self.line_of.pop(jid, None)
-            if where is not None:
-                out = out_of.get(where[0])
-                if out is None:
-                    out = out_of[where[0]] = ([], set())
-                out[0].append(where[1])
-                out[1].add(jid)
-        for lk, (keys, jids) in out_of.items():
-            self.lines[lk].remove_many(keys, jids)
+        if dropped:
+            # C passes: the round after one that placed thousands drops them all.
+            gone = list(dropped)
+            list(map(known.__delitem__, gone))
+            list(map(self.service_keys.pop, gone, repeat(None)))
+            tids = list(map(self.turn_ids.pop, gone, repeat(None)))
+            count = self.turn_count
+            for tid, k in Counter(compress(tids, map(is_not, tids, repeat(None)))).items():
+                count[tid] -= k
+            out_of: dict[tuple, tuple[list[tuple], set[int]]] = {}  # line -> the keys and ids of its jobs to take out
+            for jid, where in zip(gone, map(self.line_of.pop, gone, repeat(None)), strict=True):
+                if where is not None:
+                    out = out_of.get(where[0])
+                    if out is None:
+                        out = out_of[where[0]] = ([], set())
+                    out[0].append(where[1])
+                    out[1].add(jid)
+            for lk, (keys, jids) in out_of.items():
+                self.lines[lk].remove_many(keys, jids)
         for j in changed:
             known[j.id] = j
         return changed
