@@ -47,25 +47,41 @@ def _job_layout(st: ClusterState, jid: int) -> tuple[dict[NodeSlot, int], list[t
     return masks, held
 
 
-def _trigger(st: ClusterState, rj: RunningJob) -> tuple[int, str] | None:
-    jid = rj.request.id
-    masks, held = _job_layout(st, jid)
-    if not held:
-        return None
-    cfg = st.config
-    multi = len(masks) > 1
-    data = rj.request.dataset_node is not None and rj.request.workload == "data-intensive"
+def _layout(st: ClusterState, held: list[tuple[GpuSlot, Share]]) -> tuple:
+    """What `_trigger` reads of a job's GPUs that changes only with them: (GPUs per node as masks, on several nodes,
+    its leaves, crossing a spine, its nodes by name with their masks, its leaves in order, its partitions)."""
+    masks: dict[NodeSlot, int] = {}
+    for g, _ in held:
+        masks[g.node] = masks.get(g.node, 0) | g.bit
     groups = {node.group for node in masks}
     crosses = len(groups) > 1 and any(st.group_level(a, b) >= LEVEL_POD_GROUP for a in groups for b in groups)
+    parts = tuple({id(node.part): node.part for node in masks if node.part is not None}.values())
+    by_name = sorted(masks.items(), key=lambda t: t[0].name)
+    return masks, len(masks) > 1, groups, crosses, by_name, sorted(groups), parts
+
+
+def _trigger(st: ClusterState, rj: RunningJob) -> tuple[int, str] | None:
+    jid = rj.request.id
+    held = st.job_gpus.get(jid)
+    if not held:
+        return None
+    # Kept with the state while the job's GPUs are the same list (ClusterState.layouts): only the load, the links'
+    # state and the free GPUs are read again each round.
+    kept = st.layouts.get(jid)
+    if kept is None or kept[0] is not held:
+        kept = st.layouts[jid] = (held, _layout(st, held))
+    masks, multi, groups, crosses, by_name, groups_in_order, parts = kept[1]
+    cfg = st.config
+    data = rj.request.dataset_node is not None and rj.request.workload == "data-intensive"
     if multi or data:
-        for node in sorted(masks, key=lambda x: x.name):
+        for node, _ in by_name:
             if node.err:
                 return _ERR, f"erroring link on {node.name}'s fabric path"
-        for node, mask in sorted(masks.items(), key=lambda t: t[0].name):
+        for node, mask in by_name:
             if node.hot and mask.bit_count() < node.G:
                 return _HOT, f"hot link on {node.name}'s fabric path"
     if crosses or data:
-        for g in sorted(groups):
+        for g in groups_in_order:
             if g >= 0 and st.group_hot.get(g):
                 return _HOT, f"hot or erroring uplinks on {st.group_label(g)}"
     if rj.request.sharing in ("mps", "timeslice"):
@@ -74,8 +90,7 @@ def _trigger(st: ClusterState, rj: RunningJob) -> tuple[int, str] | None:
                 return _OVERLOAD, f"GPU {g.index} on {g.node.name} overloaded ({g.util:.0%})"
     n = len(held)
     if rj.request.sharing == "exclusive":
-        parts = {id(node.part): node.part for node in masks if node.part is not None}
-        free = sum(p.free_total for p in parts.values())
+        free = sum(p.free_total for p in parts)
         if free >= n:
             node0 = next(iter(masks))
             island = node0.part.max_island if node0.part else 1
@@ -171,6 +186,8 @@ def plan_migrations(
     if cfg.max_migrations_per_round <= 0:
         return [], counters
     hold_down = max(cfg.migration_hold_down_s, cfg.preemption_min_run_s)
+    if len(st.layouts) > 2 * len(st.job_gpus) + 1024:  # jobs gone since: start again
+        st.layouts = {}
     triggered: list[tuple[int, int, RunningJob, str]] = []
     for jid, rj in st.running.items():
         if jid in st.stopping or jid in exclude or not rj.request.movable:

@@ -323,8 +323,10 @@ class ClusterState:
         # Running job -> (its RunningJob, started + expected run, min(60 s, run / 4)): backfill.running_ends' terms,
         # worked out again for a job whose RunningJob changed (a build or a new config starts a new state).
         self.end_terms: dict[int, tuple] = {}
-        # Per running job, while its held GPUs are the same list: the ring RingLoad counts (None: one node).
+        # Per running job, while its held GPUs are the same list: the ring RingLoad counts (None: one node), and the
+        # layout the rebalance pass reads (migration._layout).
         self.rings: dict[int, tuple] = {}
+        self.layouts: dict[int, tuple] = {}
         self._build(snapshot)
         self._built_warnings = list(self.warnings)
 

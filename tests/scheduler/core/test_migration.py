@@ -727,3 +727,20 @@ def test_a_shared_job_is_priced_in_the_partition_of_its_first_gpu():
     b.run(20, {}, shares=shares, sharing="mps", mps_compute_pct=20, mps_memory_mib=1000)
     # x1 is in no pool: there is no partition to price it in
     assert priced_in_place(b) is None
+
+
+def test_a_job_given_other_gpus_by_a_kept_index_is_looked_at_where_it_is_now():
+    # What the trigger reads of a job's GPUs is kept with the state (ClusterState.layouts) while they are the same
+    # list. Job 20 spans n1 and n2, where n2's link errs; then the state gives it 4 GPUs of n3 and 4 of n1 (as
+    # ClusterState.advance hands a job whose shares changed: another list): n3's link errs now, not n2's.
+    from scheduler.core.migration import _trigger
+
+    b = split_job()
+    b.errors["n2-L1"] = True
+    b.errors["n3-L1"] = True
+    st = ClusterState(b.snapshot(), build_topology(b.fabric))
+    rj = st.running[20]
+    assert _trigger(st, rj) == (0, "erroring link on n2's fabric path")
+    n1, n3 = st.nodes["n1"], st.nodes["n3"]
+    st.job_gpus[20] = [(g, sh) for (_, sh), g in zip(st.job_gpus[20], n3.gpus[:4] + n1.gpus[:4], strict=True)]
+    assert _trigger(st, rj) == (0, "erroring link on n3's fabric path")
