@@ -258,6 +258,8 @@ def _clear_node(st: ClusterState, node: NodeSlot, victims: dict[int, int], need:
         return []
     short = need - free
     singles = [j for j, c in victims.items() if c >= short]
+    if len(singles) == 1:  # the only one (a key for each is most of this function's time, 630 nodes a try)
+        return singles
     if singles:
         return [min(singles, key=lambda j: (victims[j], _victim_key(st, j), j))]
     chosen = []
@@ -270,6 +272,9 @@ def _clear_node(st: ClusterState, node: NodeSlot, victims: dict[int, int], need:
 
 
 def _cost(st: ClusterState, victims: set[int] | list[int]) -> tuple[int, int, int]:
+    if len(victims) == 1:  # most plans clear a node with one job
+        (j,) = victims
+        return (1, len(st.job_gpus.get(j, ())), st.running[j].request.priority)
     return (
         len(victims),
         sum(len(st.job_gpus.get(j, ())) for j in victims),
