@@ -362,17 +362,23 @@ def test_a_job_is_not_moved_before_its_minimum_run_time():
     assert [m.job_id for m in schedule(split_job(started_ago=301).snapshot(cfg)).migrations] == [20]
 
 
-def test_a_victim_is_not_moved_back_onto_the_gpus_freed_for_its_waiting_beneficiary():
+def preempted_for_job_1(**tenants) -> SnapBuilder:
+    """Job 20 was preempted from n3 2 h ago for job 1, then placed again over n1 and n2; n3 is free."""
     b = SnapBuilder()
     b.spine("S1")
     b.leaf("L1", ["n1", "n2", "n3"], {"S1": 3})
     b.pool(1, "train")
-    b.tenant("a", {1: (0, 0)})
+    for name, quotas in tenants.items():
+        b.tenant(name, quotas)
     n3 = tuple(b.gpu_id("n3", i) for i in range(8))
-    # Job 20 was preempted from n3 2 h ago for job 1, then placed again over n1 and n2; job 1 still waits
-    # (tenant a has no quota left). A single node (n3) freed up for job 20, but it is job 1's.
     b.run(20, {"n1": [0, 1, 2, 3], "n2": [0, 1, 2, 3]}, est_runtime_s=36000, started_at=b.now - 3600,
           preempted_for=1, preempted_at=b.now - 7200, preempted_gpus=n3)  # fmt: skip
+    return b
+
+
+def test_a_victim_is_not_moved_back_onto_the_gpus_freed_for_its_waiting_beneficiary():
+    # Job 1 still waits (tenant a has no quota left). A single node (n3) freed up for job 20, but it is job 1's.
+    b = preempted_for_job_1(a={1: (0, 0)})
     b.job(1, gpus=8, tenant="a")
     d = schedule(b.snapshot())
     assert d.placements == [] and d.migrations == []
@@ -383,13 +389,7 @@ def test_a_victim_is_not_moved_back_onto_the_gpus_freed_for_its_waiting_benefici
 
 def test_without_a_waiting_beneficiary_the_same_job_moves():
     # Job 1 gone (started or cancelled): nothing keeps job 20 off n3 any more.
-    b = SnapBuilder()
-    b.spine("S1")
-    b.leaf("L1", ["n1", "n2", "n3"], {"S1": 3})
-    b.pool(1, "train")
-    n3 = tuple(b.gpu_id("n3", i) for i in range(8))
-    b.run(20, {"n1": [0, 1, 2, 3], "n2": [0, 1, 2, 3]}, est_runtime_s=36000, started_at=b.now - 3600,
-          preempted_for=1, preempted_at=b.now - 7200, preempted_gpus=n3)  # fmt: skip
+    b = preempted_for_job_1()
     (m,) = schedule(b.snapshot()).migrations
     assert m.job_id == 20 and m.placement.nodes == ("n3",)
 
@@ -397,13 +397,7 @@ def test_without_a_waiting_beneficiary_the_same_job_moves():
 def test_a_beneficiary_placed_this_round_keeps_its_victim_off_nothing():
     # As above, but job 1 needs 4 GPUs and starts this round, on the 4 that job 20 leaves free on n1: it waits no
     # more, so nothing keeps job 20 off n3, which it takes whole.
-    b = SnapBuilder()
-    b.spine("S1")
-    b.leaf("L1", ["n1", "n2", "n3"], {"S1": 3})
-    b.pool(1, "train")
-    n3 = tuple(b.gpu_id("n3", i) for i in range(8))
-    b.run(20, {"n1": [0, 1, 2, 3], "n2": [0, 1, 2, 3]}, est_runtime_s=36000, started_at=b.now - 3600,
-          preempted_for=1, preempted_at=b.now - 7200, preempted_gpus=n3)  # fmt: skip
+    b = preempted_for_job_1()
     b.job(1, gpus=4)
     d = schedule(b.snapshot())
     assert [(p.job_id, p.nodes) for p in d.placements] == [(1, ("n1",))]

@@ -67,16 +67,23 @@ def _full(b, **kw):
         b.run(20 + i, {h: list(range(8))}, **kw)
 
 
-def test_a_short_job_backfills_where_an_alike_long_one_could_not():
-    # n4 has 4 GPUs free; job 23 holds its other 4 and ends in 1,000 s. Job 1 (8 GPUs) is first in line and
-    # reserves n4 from then. Jobs 2-5 (1 GPU each, alike but for their estimates) come next: jobs 2, 3 and 5 would
-    # run 5,000 s, past the reservation, so they wait; job 4 runs 100 s, ends before it, and backfills onto n4.
+def reserving_n4():
+    """n1-n3 held for 100,000 s; job 23 holds 4 of n4's GPUs and ends in 1,000 s. Job 1 (8 GPUs), first in line,
+    reserves n4 from then."""
     b = two_leaves()
     b.pool(1, "train")
     for i, h in enumerate(("n1", "n2", "n3")):
         b.run(20 + i, {h: list(range(8))}, est_runtime_s=100_000.0)
     b.run(23, {"n4": [0, 1, 2, 3]}, est_runtime_s=1_600.0)  # started 600 s ago
     b.job(1, gpus=8, est_runtime_s=3_600.0)
+    return b
+
+
+def test_a_short_job_backfills_where_an_alike_long_one_could_not():
+    # n4 has 4 GPUs free; job 23 holds its other 4 and ends in 1,000 s. Job 1 (8 GPUs) is first in line and
+    # reserves n4 from then. Jobs 2-5 (1 GPU each, alike but for their estimates) come next: jobs 2, 3 and 5 would
+    # run 5,000 s, past the reservation, so they wait; job 4 runs 100 s, ends before it, and backfills onto n4.
+    b = reserving_n4()
     b.job(2, gpus=1, est_runtime_s=5_000.0)
     b.job(3, gpus=1, est_runtime_s=5_000.0)
     b.job(4, gpus=1, est_runtime_s=100.0)
@@ -163,12 +170,7 @@ def test_a_short_job_amid_remembered_long_ones_still_backfills(policy):
     # As above with three long jobs before the short one: job 2 searches, job 3's turn is remembered, job 4 reads
     # it, and the jobs after 4 are read as a run while they match it. Job 5 (100 s) ends before job 1's reservation:
     # its turn is not job 3's, and it backfills onto n4; jobs 6 and 7, long again, wait like 2-4.
-    b = two_leaves()
-    b.pool(1, "train")
-    for i, h in enumerate(("n1", "n2", "n3")):
-        b.run(20 + i, {h: list(range(8))}, est_runtime_s=100_000.0)
-    b.run(23, {"n4": [0, 1, 2, 3]}, est_runtime_s=1_600.0)  # started 600 s ago
-    b.job(1, gpus=8, est_runtime_s=3_600.0)
+    b = reserving_n4()
     for j in range(2, 8):
         b.job(j, gpus=1, est_runtime_s=100.0 if j == 5 else 5_000.0)
     d = schedule(b.snapshot(config(service_order=False, service_preemption=False)), POLICIES[policy]())
