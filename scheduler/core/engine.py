@@ -1128,7 +1128,8 @@ def _remembered_run(
     `ended`: C passes over the lists, about a fifth of a Python loop step a place. A place's signature is `dbl` (its
     turn number twice) plus one where its pool has a reservation and the job would end before it: with `short` =
     (now, estimates, earliest reservation start per turn number, turn numbers), now + its estimate at or before its
-    turn number's start (None: no pool has a reservation)."""
+    turn number's start. None: the signature is `dbl` alone, where `ended` holds only turns of turn numbers none of
+    whose jobs might end before a reservation (the run ends at the others)."""
     sigs = _from(dbl, i, stop)
     if short is not None:
         now, ests, starts, tids = short
