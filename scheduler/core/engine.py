@@ -660,9 +660,33 @@ class _Round:
         for t, p in enumerate(pool_of):
             by_pool.setdefault(p, []).append(t)
         res_seen: dict[int, float] = {}
+
+        def follow_reservations() -> None:
+            """After a turn that moved a pool's earliest reservation (only a turn does), before anything reads them: the
+            pool's turn numbers' starts, the count of jobs that might end before one, and what runs may read."""
+            nonlocal maybe, res_seen
+            for p, r in res_start.items():
+                if res_seen.get(p) == r:
+                    continue
+                for t in by_pool.get(p, ()):
+                    f = floor.get(t)
+                    was = starts[t] != _NINF
+                    starts[t] = r if f is not None and now + f <= r else _NINF
+                    if starts[t] == _NINF:
+                        if was:
+                            maybe -= count_of.get(t, 0)
+                            if t + t in ended:
+                                bulk[t + t] = ended[t + t]
+                    elif not was:
+                        maybe += count_of.get(t, 0)
+                        bulk.pop(t + t, None)
+            res_seen = dict(res_start)
+
         outs: list[tuple[str, str | None]] = []  # the outcomes the runs read, counted once the loop ends
         i = 0
         while i < n:
+            if res_start != res_seen:  # the last turn moved a pool's earliest reservation (or held a leaf)
+                follow_reservations()
             job, jid, tid = ordered[i], ids[i], tids[i]
             if i == stop:
                 fk += 1
@@ -684,14 +708,13 @@ class _Round:
                     i += 1
                     continue
             # What the turn reads: the job's turn signature (`_number_turns`) and whether it would end before its
-            # pool's earliest reservation.
+            # pool's earliest reservation (-inf where none of its turn number's jobs might).
             sig = tid + tid
-            if res_start:
-                pool = pool_of[tid]
-                if pool in res_start:
-                    est = job.est_runtime_s
-                    if est is not None and now + est <= res_start[pool]:
-                        sig += 1
+            start = starts[tid]
+            if start != _NINF:
+                est = job.est_runtime_s
+                if est is not None and now + est <= start:
+                    sig += 1
             hit = ended.get(sig)
             if hit is not None:
                 say(hit[0])
@@ -726,23 +749,6 @@ class _Round:
                 ended_in.setdefault(pool_of[tid], []).append(sig)
                 if sig == tid + tid and starts[tid] == _NINF:
                     bulk[sig] = out
-            if res_start != res_seen:  # a reservation (or a leaf held) moved its pool's earliest start
-                for p, r in res_start.items():
-                    if res_seen.get(p) == r:
-                        continue
-                    for t in by_pool.get(p, ()):
-                        f = floor.get(t)
-                        was = starts[t] != _NINF
-                        starts[t] = r if f is not None and now + f <= r else _NINF
-                        if starts[t] == _NINF:
-                            if was:
-                                maybe -= count_of.get(t, 0)
-                                if t + t in ended:
-                                    bulk[t + t] = ended[t + t]
-                        elif not was:
-                            maybe += count_of.get(t, 0)
-                            bulk.pop(t + t, None)
-                res_seen = dict(res_start)
             i += 1
         for counter, k in Counter(map(_SECOND, outs)).items():
             if counter is not None:
