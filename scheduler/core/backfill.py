@@ -76,9 +76,7 @@ def running_ends(placer: Placer, ctx: JobCtx) -> Ends:
     default_run = st.config.default_runtime_s
     # Per job, while it is the same RunningJob: (it, its end by its estimate, how soon after now it ends past it),
     # kept with the state (ClusterState.end_terms): its request read again only when it changed.
-    terms = st.end_terms
-    if len(terms) > 2 * len(running) + 1024:  # jobs gone since: start again
-        terms = st.end_terms = {}
+    terms = st.per_job("end_terms")
     ends: Ends = []
     for j in jobs:
         rj = running.get(j)

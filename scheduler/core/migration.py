@@ -186,8 +186,7 @@ def plan_migrations(
     if cfg.max_migrations_per_round <= 0:
         return [], counters
     hold_down = max(cfg.migration_hold_down_s, cfg.preemption_min_run_s)
-    if len(st.layouts) > 2 * len(st.job_gpus) + 1024:  # jobs gone since: start again
-        st.layouts = {}
+    st.per_job("layouts")  # the memo _trigger reads, started again if jobs gone since could outnumber those running
     triggered: list[tuple[int, int, RunningJob, str]] = []
     for jid, rj in st.running.items():
         if jid in st.stopping or jid in exclude or not rj.request.movable:

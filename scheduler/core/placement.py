@@ -1348,9 +1348,7 @@ class RingLoad:
         self.of_job: dict[int, tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]] = {}
         # Each running job's ring, kept with the state while its held GPUs are (ClusterState.rings; None: one node):
         # worked out again only for jobs whose GPUs changed. The counts are sums, the same in any order.
-        kept = st.rings
-        if len(kept) > 2 * len(st.job_gpus) + 1024:  # jobs gone since: start again
-            kept = st.rings = {}
+        kept = st.per_job("rings")
         stopping = st.stopping
         for jid, held in st.job_gpus.items():
             if jid in stopping:

@@ -853,6 +853,17 @@ class ClusterState:
         for g, sh in self.job_gpus.get(job_id, ()):
             self.hold(g, sh)
 
+    def per_job(self, name: str) -> dict[int, tuple]:
+        """One of the per-job memos kept with the index (`end_terms`, `rings`, `layouts`): each holds, by job id, what
+        was worked out from one object of the job (its RunningJob, its held GPUs) beside that object, and is read only
+        where the job still has it. Jobs gone are not taken out one by one: the memo starts again once it could hold
+        more of them than running jobs."""
+        kept = getattr(self, name)
+        if len(kept) > 2 * len(self.running) + 1024:
+            kept = {}
+            setattr(self, name, kept)
+        return kept
+
     def journal(self) -> int:
         """Start (or nest) recording changes; returns a mark for rollback() / keep()."""
         if self.journal_log is None:
