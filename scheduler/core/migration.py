@@ -39,25 +39,28 @@ from scheduler.core.types import Migration, RunningJob, Share
 _ERR, _HOT, _OVERLOAD, _BETTER = 0, 1, 2, 3
 
 
-def _job_layout(st: ClusterState, jid: int) -> tuple[dict[NodeSlot, int], list[tuple[GpuSlot, Share]]]:
+def _masks(held: list[tuple[GpuSlot, Share]]) -> dict[NodeSlot, int]:
+    """The job's GPUs per node, as masks, nodes in the order of its GPUs."""
     masks: dict[NodeSlot, int] = {}
-    held = st.job_gpus.get(jid, [])
     for g, _ in held:
         masks[g.node] = masks.get(g.node, 0) | g.bit
-    return masks, held
+    return masks
+
+
+def _job_layout(st: ClusterState, jid: int) -> tuple[dict[NodeSlot, int], list[tuple[GpuSlot, Share]]]:
+    held = st.job_gpus.get(jid, [])
+    return _masks(held), held
 
 
 def _layout(st: ClusterState, held: list[tuple[GpuSlot, Share]]) -> tuple:
     """What `_trigger` reads of a job's GPUs that changes only with them: (GPUs per node as masks, on several nodes,
-    its leaves, crossing a spine, its nodes by name with their masks, its leaves in order, its partitions)."""
-    masks: dict[NodeSlot, int] = {}
-    for g, _ in held:
-        masks[g.node] = masks.get(g.node, 0) | g.bit
-    groups = {node.group for node in masks}
+    its leaves in order, crossing a spine, its nodes by name with their masks, its partitions)."""
+    masks = _masks(held)
+    groups = sorted({node.group for node in masks})
     crosses = len(groups) > 1 and any(st.group_level(a, b) >= LEVEL_POD_GROUP for a in groups for b in groups)
     parts = tuple({id(node.part): node.part for node in masks if node.part is not None}.values())
     by_name = sorted(masks.items(), key=lambda t: t[0].name)
-    return masks, len(masks) > 1, groups, crosses, by_name, sorted(groups), parts
+    return masks, len(masks) > 1, groups, crosses, by_name, parts
 
 
 def _trigger(st: ClusterState, rj: RunningJob) -> tuple[int, str] | None:
@@ -70,7 +73,7 @@ def _trigger(st: ClusterState, rj: RunningJob) -> tuple[int, str] | None:
     kept = st.layouts.get(jid)
     if kept is None or kept[0] is not held:
         kept = st.layouts[jid] = (held, _layout(st, held))
-    masks, multi, groups, crosses, by_name, groups_in_order, parts = kept[1]
+    masks, multi, groups, crosses, by_name, parts = kept[1]
     cfg = st.config
     data = rj.request.dataset_node is not None and rj.request.workload == "data-intensive"
     if multi or data:
@@ -81,7 +84,7 @@ def _trigger(st: ClusterState, rj: RunningJob) -> tuple[int, str] | None:
             if node.hot and mask.bit_count() < node.G:
                 return _HOT, f"hot link on {node.name}'s fabric path"
     if crosses or data:
-        for g in groups_in_order:
+        for g in groups:
             if g >= 0 and st.group_hot.get(g):
                 return _HOT, f"hot or erroring uplinks on {st.group_label(g)}"
     if rj.request.sharing in ("mps", "timeslice"):
