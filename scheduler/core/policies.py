@@ -156,7 +156,6 @@ def effective_priority(job: JobRequest, tenants: dict[str, TenantState]) -> int:
 
 
 _seq = attrgetter("queue_seq", "id")
-_EST = attrgetter("est_runtime_s")
 _NAN = float("nan")
 _MOST_CUTS = 32  # Line.remove_many: beyond this many cuts, one copy of each list is quicker (each cut moves the rest)
 
@@ -303,7 +302,7 @@ class Line:
         # another in queue order, read without a cache miss each by the passes that follow (the reasons, the record).
         self.ids = array("q", [j.id for j in jobs])
         self.gpus = [j.gpus for j in jobs]
-        self.ests = array("d", [_NAN if e is None else e for e in map(_EST, jobs)])  # for PolicyContext.out_ests
+        self.ests = array("d", map(_est_or_nan, jobs))  # for PolicyContext.out_ests
         self.tags = list(map(tag_of, jobs)) if tag_of is not None else []  # PolicyContext.tag_of, kept if given
 
     def insert(self, key: tuple, job: JobRequest, tag: int | None = None) -> None:
@@ -312,7 +311,7 @@ class Line:
         self.jobs.insert(i, job)
         self.ids.insert(i, job.id)
         self.gpus.insert(i, job.gpus)
-        self.ests.insert(i, _NAN if job.est_runtime_s is None else job.est_runtime_s)
+        self.ests.insert(i, _est_or_nan(job))
         if tag is not None and len(self.tags) == len(self.jobs) - 1:
             self.tags.insert(i, tag)
         else:  # a line without tags keeps none
@@ -350,6 +349,11 @@ class Line:
         for a, b in reversed(cuts):
             for lst in lists:
                 del lst[a:b]
+
+
+def _est_or_nan(job: JobRequest) -> float:
+    est = job.est_runtime_s
+    return _NAN if est is None else est
 
 
 def _lines(jobs: list[JobRequest], line_of, within, with_keys: bool, tag_of=None) -> dict[tuple, Line]:
