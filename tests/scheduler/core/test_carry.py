@@ -39,12 +39,17 @@ def test_churn_rounds_decide_the_same_with_a_carry(name):
         assert everything(dec) == everything(schedule(snap, policy))
 
 
-@pytest.mark.parametrize("table_size", [None, 3])
-def test_the_carry_counts_the_waiting_jobs_of_each_turn_signature_as_they_come_and_go(monkeypatch, table_size):
+@pytest.fixture(params=[None, 3], ids=["kept table", "table of 3"])
+def turn_table_size(request, monkeypatch):
+    """The carry's room for turn signatures: as shipped, or 3 only (the table starts again every round)."""
+    if request.param is not None:
+        monkeypatch.setattr(engine_mod, "_MAX_TURN_SIGNATURES", request.param)
+
+
+@pytest.mark.usefixtures("turn_table_size")
+def test_the_carry_counts_the_waiting_jobs_of_each_turn_signature_as_they_come_and_go():
     # The counts the leaf wait reads (multi-node jobs waiting per pool) are kept as jobs come, change and go; with room
     # for 3 signatures only, the table (and its counts) start again every round.
-    if table_size is not None:
-        monkeypatch.setattr(engine_mod, "_MAX_TURN_SIGNATURES", table_size)
     carry = RoundCarry()
     for _, dec in _churn(synthetic_snapshot(gpus=512, pending=1500, seed=4), carry, 3):
         counted = Counter(carry.turn_ids[j] for j in dec.queue_order)
@@ -52,12 +57,10 @@ def test_the_carry_counts_the_waiting_jobs_of_each_turn_signature_as_they_come_a
         assert sum(counted.values()) == len(dec.queue_order) > 1000
 
 
-@pytest.mark.parametrize("table_size", [None, 3])
-def test_the_carry_keeps_a_lower_bound_of_each_turn_signatures_estimates(monkeypatch, table_size):
+@pytest.mark.usefixtures("turn_table_size")
+def test_the_carry_keeps_a_lower_bound_of_each_turn_signatures_estimates():
     # The placement loop reads, per turn signature, the least estimate of its waiting jobs (could one end before a
     # reservation?): kept as jobs come, it may stay below the least of those still waiting, never above it.
-    if table_size is not None:
-        monkeypatch.setattr(engine_mod, "_MAX_TURN_SIGNATURES", table_size)
     carry = RoundCarry()
     for snap, _ in _churn(synthetic_snapshot(gpus=512, pending=1500, seed=4), carry, 3):
         least: dict[int, float] = {}
