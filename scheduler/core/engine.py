@@ -656,15 +656,16 @@ class _Round:
         maybe, many = 0, int(n * self.short_runs_share)
         count_of = self.turn_count
         floor = self.turn_floor
-        by_pool: dict[int, list[int]] = {}
-        for t, p in enumerate(pool_of):
-            by_pool.setdefault(p, []).append(t)
+        by_pool: dict[int, list[int]] = {}  # pool -> its turn numbers, made at the round's first reservation
         res_seen: dict[int, float] = {}
 
         def follow_reservations() -> None:
             """After a turn that moved a pool's earliest reservation (only a turn does), before anything reads them: the
             pool's turn numbers' starts, the count of jobs that might end before one, and what runs may read."""
             nonlocal maybe, res_seen
+            if not by_pool:
+                for t, p in enumerate(pool_of):
+                    by_pool.setdefault(p, []).append(t)
             for p, r in res_start.items():
                 if res_seen.get(p) == r:
                     continue
