@@ -207,7 +207,7 @@ class _Round:
         self.dec.queue_order = pctx.out_ids if pctx.out_ids is not None else [j.id for j in ordered]
         # Every job's turn number in queue order, from the policy when it kept them beside the jobs: read by id in
         # queue order instead, each is a cache miss (the queue's order is not the jobs' order in memory).
-        self.ests = pctx.out_ests  # each job's estimate in queue order (nan: none), on call, where the policy has them
+        self.ests_of = pctx.out_ests  # each job's estimate in queue order (nan: none), on call
         self.tids = pctx.out_tags if pctx.out_tags is not None else list(map(tid_of.__getitem__, self.dec.queue_order))
         self.counters["pending"] = len(ordered)
         t = self._lap("order", t)
@@ -726,8 +726,8 @@ class _Round:
                     if maybe > many:
                         if ests is None:
                             ests = (
-                                self.ests()
-                                if self.ests is not None
+                                self.ests_of()
+                                if self.ests_of is not None
                                 else [_NAN if e is None else e for e in map(_EST, ordered)]  # a policy without them
                             )
                         run = _remembered_run(ended, dbl, i, stop, (now, ests, starts, tids))
