@@ -6,6 +6,7 @@ import logging
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field, fields
+from functools import partial
 from itertools import compress, filterfalse, repeat
 from operator import is_not
 
@@ -15,7 +16,7 @@ from django.db.models import F
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from scheduler import events, queue_lines
+from scheduler import events, queue_lines, snapshot_from_db
 from scheduler.actions.allocations import (
     LedgerRoom,
     ShareSpec,
@@ -310,7 +311,16 @@ def _place_all(placements, index, round_id: int, now) -> tuple[list, list[tuple[
     )  # fmt: skip
     events.jobs_changed_on_commit(index.cluster_id, [(p.job_id, status) for p in placed])
     launch_on_commit(p.job_id for p in placed)
+    # The next round's snapshot takes what was written as read, rather than reading it back.
+    apart: dict[int, dict[int, float]] = defaultdict(dict)
+    for a in mig:  # created at their own save (auto_now_add), the rest at `now`
+        apart[a.job_id][a.gpu_id] = a.created.timestamp()
+    kept = [(p.job_id, p.borrowed, specs[p.job_id], apart.get(p.job_id, _NONE)) for p in placed]
+    transaction.on_commit(partial(snapshot_from_db.placements_committed, index, status, now, kept))
     return placed, stale
+
+
+_NONE: dict = {}
 
 
 def _record_queue(cluster_id: int, decisions, jobs: dict, *, from_snapshot: bool = False) -> None:

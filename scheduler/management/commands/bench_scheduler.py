@@ -113,9 +113,11 @@ class Command(BaseCommand):
             wall = time.perf_counter() - t
             full.append(record.duration_ms / 1000)
             placed.append(record.placed)
+            steps = " ".join(f"{n} {v:.0f}" for n, v in record.stats.get("load_steps_ms", {}).items())
             self.say(
                 f"full round {i + 1}: {record.duration_ms:.0f} ms to its commit (wall {wall * 1000:.0f}; load "
-                f"{record.stats['load_ms']:.0f}, engine {record.engine_ms:.0f}, apply {record.stats['apply_ms']:.0f} "
+                f"{record.stats['load_ms']:.0f} [{steps}], engine {record.engine_ms:.0f}, "
+                f"apply {record.stats['apply_ms']:.0f} "
                 f"of which queue {record.stats['queue_ms']:.0f}, commit {record.stats.get('commit_ms', 0):.0f} ms), "
                 f"{record.placed} placed, {record.rejected_stale} stale"
             )
