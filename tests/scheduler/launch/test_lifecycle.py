@@ -52,6 +52,22 @@ def site(db):
     return SimpleNamespace(cluster=cluster, pool=pool, tenant=tenant, submit=submit)
 
 
+def test_placed_jobs_go_to_launch_in_messages_of_200_each_shown_briefly(
+    settings, monkeypatch, django_capture_on_commit_callbacks
+):
+    settings.LAUNCHER = "process"
+    box = []
+    monkeypatch.setattr(tasks.launch_jobs, "apply_async", lambda args, **kw: box.append((args, kw)))
+    with django_capture_on_commit_callbacks(execute=True):
+        lifecycle.launch_on_commit(range(1000, 1450))
+    assert [args for args, _ in box] == [(list(range(1000, 1200)),), (list(range(1200, 1400)),),
+                                         (list(range(1400, 1450)),)]  # fmt: skip
+    # The monitoring headers name each message's jobs in a few words, not by 200 ids.
+    assert [kw["argsrepr"] for _, kw in box] == [
+        "([200 jobs: 1000..1199],)", "([200 jobs: 1200..1399],)", "([50 jobs: 1400..1449],)"
+    ]  # fmt: skip
+
+
 def placed(site, sent, django_capture_on_commit_callbacks, **request) -> Job:
     """A job placed by a real round and launched: its prepares are in `sent`."""
     job = site.submit(**request)
