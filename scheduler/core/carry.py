@@ -122,4 +122,8 @@ class RoundCarry:
     def fill_lines(self, lines: dict[tuple, Line]) -> None:
         """Take lines built afresh (every job of the round in one of them)."""
         self.lines = lines
-        self.line_of = {j.id: (lk, k) for lk, line in lines.items() for k, j in zip(line.keys, line.jobs, strict=True)}
+        # From the lines' own lists (C passes), not from the 50,000 job objects: each is a cache miss.
+        where: dict[int, tuple] = {}
+        for lk, line in lines.items():
+            where.update(zip(line.ids, zip(repeat(lk, len(line.keys)), line.keys, strict=True), strict=True))
+        self.line_of = where
