@@ -39,6 +39,32 @@ def test_duration_counts_the_commit(classes, cluster, submit, monkeypatch):
     assert stored.duration_ms <= wall_ms
 
 
+@pytest.mark.django_db(transaction=True)
+def test_the_collection_after_the_round_is_not_its_duration_and_comes_after_the_pages_news(
+    classes, cluster, submit, monkeypatch
+):
+    from contextlib import contextmanager
+
+    submit(8)
+    order: list[str] = []
+    collection_s = 1.0
+
+    @contextmanager
+    def paused():  # the collection the paused collector owes, run when it starts again: 1 s here
+        yield
+        order.append("collection")
+        time.sleep(collection_s)
+
+    monkeypatch.setattr(rounds, "gc_paused", paused)
+    monkeypatch.setattr(rounds.events, "live_changed", lambda cluster_id, topics: order.append("pages told"))
+    t0 = time.perf_counter()
+    record = run_round(cluster.pk, "test")
+    wall_ms = (time.perf_counter() - t0) * 1000
+    stored = SchedulingRound.objects.get(pk=record.pk)
+    assert order == ["pages told", "collection"]
+    assert stored.duration_ms < collection_s * 1000 <= wall_ms
+
+
 @pytest.mark.django_db
 def test_inside_a_callers_transaction_nothing_is_rewritten(cluster, submit, monkeypatch):
     calls = []
