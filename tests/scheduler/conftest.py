@@ -64,3 +64,14 @@ def frozen_snapshot_clock(monkeypatch):
 
     monkeypatch.setattr(snapshot_from_db, "time", SimpleNamespace(time=lambda: 1_900_000_000.0))
     snapshot_from_db.clear_caches()
+
+
+@pytest.fixture
+def committing(transactional_db, monkeypatch):
+    """For transactional tests, whose writes commit as in production: the migration's priority classes back (the
+    flush removed them), and no round run inline by a commit (eager Celery in the tests): the test runs the rounds
+    and builds the snapshots it means."""
+    from scheduler import actions, enqueue
+
+    actions.ensure_priority_classes()
+    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger, **kwargs: False)

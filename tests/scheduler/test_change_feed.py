@@ -12,22 +12,15 @@ from django.test.utils import CaptureQueriesContext
 
 from fabric.choices import GpuHealth
 from fabric.models import GPU, Node, NodeTopology
-from scheduler import actions, enqueue, snapshot_from_db
+from scheduler import actions, snapshot_from_db
 from scheduler.models import Job
 from scheduler.snapshot_from_db import build_snapshot, clear_caches
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.postgres("transaction ids and triggers are PostgreSQL's"),
-    pytest.mark.usefixtures("frozen_snapshot_clock"),
+    pytest.mark.usefixtures("frozen_snapshot_clock", "committing"),
 ]
-
-
-@pytest.fixture(autouse=True)
-def _setup(transactional_db, monkeypatch):
-    actions.ensure_priority_classes()  # a transactional test's flush removed the migration's classes
-    # Each commit would run a round inline (eager Celery in the tests); here the test builds the snapshots it means.
-    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger, **kwargs: False)
 
 
 def _snapshot(cluster_id: int):

@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from fabric.models import Node
-from scheduler import actions, enqueue, snapshot_from_db
+from scheduler import actions, snapshot_from_db
 from scheduler.actions import rounds as round_actions
 from scheduler.choices import JobStatus, SharingMode
 from scheduler.models import Job
@@ -17,16 +17,10 @@ from scheduler.rounds import run_round
 from scheduler.snapshot_from_db import build_snapshot, clear_caches
 
 pytestmark = [
-    pytest.mark.django_db(transaction=True),
     pytest.mark.postgres("the change feed is PostgreSQL's: the next build reads only what was written since"),
-    pytest.mark.usefixtures("frozen_snapshot_clock"),
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("committing", "frozen_snapshot_clock"),
 ]
-
-
-@pytest.fixture(autouse=True)
-def _setup(transactional_db, monkeypatch):
-    actions.ensure_priority_classes()  # a transactional test's flush removed the migration's classes
-    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger, **kwargs: False)
 
 
 def _snapshot(cluster_id: int):
