@@ -587,9 +587,7 @@ def _take_committed(seen: _Seen, now_ts: float) -> set[int]:
             new = list(was)  # as _replace does, without its keyword handling (4 us a row)
             new[_STATUS], new[_STARTED_AT], new[_BORROWED] = status, started_at, borrowed
             new[_VERSION] = was.version + 1
-            new = JobRow._make(new)
-            versions[pk] = new.version
-            changed[pk] = (was, new)
+            changed[pk] = (was, JobRow._make(new))
     if not changed:
         return set()
     held.sort(key=_HOST_INDEX)  # one share per job and GPU: each job's come in that order too
@@ -602,7 +600,10 @@ def _take_committed(seen: _Seen, now_ts: float) -> set[int]:
     written = {pk: (tuple(shares), tuple(times)) for pk, (shares, times) in by_job.items()}
     changed = {pk: changed[pk] for pk in by_job}
     _update_jobs(seen, changed, host, now_ts)
-    return _update_shares(seen, changed, written)
+    touched = _update_shares(seen, changed, written)
+    # Last: should anything above fail, the versions left as they were make the next read read these jobs again.
+    versions.update((pk, new.version) for pk, (_, new) in changed.items())
+    return touched
 
 
 def _held_on(jobs: dict[int, list[Share]]) -> tuple:
