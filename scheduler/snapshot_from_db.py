@@ -73,7 +73,6 @@ JOB_FIELDS = (
 JobRow = namedtuple(
     "JobRow", [{"tenant__name": "tenant_name", "priority_class__value": "priority"}.get(f, f) for f in JOB_FIELDS]
 )
-_HOST_INDEX = itemgetter(0, 1)
 # What a placement's UPDATE changes of a row (placements_committed).
 _STATUS, _VERSION, _STARTED_AT, _BORROWED = (
     JobRow._fields.index(f) for f in ("status", "version", "started_at", "borrowed")
@@ -509,9 +508,14 @@ def _read_shares(jobs: list[int]) -> dict[int, tuple[tuple[Share, ...], tuple[fl
             )
         )  # fmt: skip
         for job_id, gpu_id, kind, compute_pct, memory_mib, mig_profile, mig_start, replica, created in rows:
-            share = Share(gpu_id, kind, compute_pct, memory_mib, mig_profile or None, mig_start, replica)
+            share = _share(gpu_id, kind, compute_pct, memory_mib, mig_profile, mig_start, replica)
             found[job_id].append((share, created.timestamp()))
     return {pk: (tuple(sh for sh, _ in held), tuple(c for _, c in held)) for pk, held in found.items()}
+
+
+def _share(gpu_id: int, kind: str, compute_pct: int, memory_mib: int, mig_profile: str, mig_start, replica) -> Share:
+    """An allocation's fields as the engine's Share (no MIG profile: None, where the row has "")."""
+    return Share(gpu_id, kind, compute_pct, memory_mib, mig_profile or None, mig_start, replica)
 
 
 def _update_shares(seen: _Seen, changed: dict, written: dict | None = None) -> set[int]:
@@ -590,15 +594,14 @@ def _take_committed(seen: _Seen, now_ts: float) -> set[int]:
             changed[pk] = (was, JobRow._make(new))
     if not changed:
         return set()
-    held.sort(key=_HOST_INDEX)  # one share per job and GPU: each job's come in that order too
-    by_job: dict[int, tuple[list[Share], list[float]]] = {pk: ([], []) for pk in sorted(changed)}
+    held.sort(key=itemgetter(0, 1))  # one share per job and GPU: each job's come in that order too
+    changed = dict(sorted(changed.items()))
+    by_job: dict[int, tuple[list[Share], list[float]]] = {pk: ([], []) for pk in changed}
     for _, _, pk, s, created in held:
         shares, times = by_job[pk]
-        shares.append(Share(s.gpu_id, str(s.kind), s.compute_pct, s.memory_mib, s.mig_profile or None, s.mig_start,
-                            s.replica))  # fmt: skip
+        shares.append(_share(s.gpu_id, str(s.kind), s.compute_pct, s.memory_mib, s.mig_profile, s.mig_start, s.replica))
         times.append(created)
     written = {pk: (tuple(shares), tuple(times)) for pk, (shares, times) in by_job.items()}
-    changed = {pk: changed[pk] for pk in by_job}
     _update_jobs(seen, changed, host, now_ts)
     touched = _update_shares(seen, changed, written)
     # Last: should anything above fail, the versions left as they were make the next read read these jobs again.
