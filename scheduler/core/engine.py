@@ -121,6 +121,7 @@ class _Round:
             "claims_dropped": 0,  # their victims are gone and they still could not start
             "min_run_protected": 0,  # preemptions held back by Config.preemption_min_run_s
             "leaf_waits": 0,  # multi-node jobs that wait for one leaf rather than start across leaves
+            "left_for_next_round": 0,  # waiting jobs without a turn: the round placed its limit (a round follows)
         }
         self._min_run_wait: dict[int, float] = {}  # job -> seconds until the victims it needs may be preempted
         self._claim_blocks: list = []  # claimed GPUs blocked at the end of the placement phase
@@ -231,9 +232,11 @@ class _Round:
             b = req.preempted_for
             if b is not None and req.preempted_gpus and b in waiting and b not in placed_ids:
                 kept_off[jid] = req.preempted_gpus
-        migrations, mc = plan_migrations(self.placer, placed_ids, kept_off)
-        self.dec.migrations.extend(migrations)
-        self.counters.update(mc)
+        # A round that stopped at its limit leaves free GPUs to the jobs still waiting their turn, not to moves.
+        if not self.counters["left_for_next_round"]:
+            migrations, mc = plan_migrations(self.placer, placed_ids, kept_off)
+            self.dec.migrations.extend(migrations)
+            self.counters.update(mc)
         unblock_gpus(st, self._claim_blocks)
         t = self._lap("migrate", t)
 
@@ -684,7 +687,8 @@ class _Round:
             res_seen = dict(res_start)
 
         outs: list[tuple[str, str | None]] = []  # the outcomes the runs read, counted once the loop ends
-        i = 0
+        limit = cfg.max_placements_per_round or n + 1
+        i = n if counters["placed"] >= limit else 0  # the claimants alone reached the round's limit
         while i < n:
             if res_start != res_seen:  # the last turn moved a pool's earliest reservation (or held a leaf)
                 follow_reservations()
@@ -703,10 +707,13 @@ class _Round:
                     say(None)
                     tries = counters["preemption_attempts"]
                     blocks = block_gpus(st, off[1])
-                    if process(job, False, turns[tid][0]) is None:
+                    changed = process(job, False, turns[tid][0]) is None
+                    if changed:
                         forget(pool_of[tid], tries)
                     unblock_gpus(st, blocks)
                     i += 1
+                    if changed and counters["placed"] >= limit:
+                        break
                     continue
             # What the turn reads: the job's turn signature (`_number_turns`) and whether it would end before its
             # pool's earliest reservation (-inf where none of its turn number's jobs might).
@@ -745,16 +752,35 @@ class _Round:
             out = process(job, True, turns[tid][0])
             if out is None:
                 forget(pool_of[tid], tries)
+                if counters["placed"] >= limit:
+                    i += 1
+                    break
             elif remember:
                 ended[sig] = out
                 ended_in.setdefault(pool_of[tid], []).append(sig)
                 if sig == tid + tid and starts[tid] == _NINF:
                     bulk[sig] = out
             i += 1
+        if len(said) < n:
+            self._leave_for_next_round(len(said), early)
         for counter, k in Counter(map(_SECOND, outs)).items():
             if counter is not None:
                 counters[counter] += k
         self._claim_blocks = [b for bl in blocked.values() for b in bl]
+
+    def _leave_for_next_round(self, first: int, early: set[int]) -> None:
+        """The round started its limit of jobs (Config.max_placements_per_round): the jobs from place `first` on wait
+        for the next round without a turn, but for the claimants whose turn came before the loop."""
+        said, ids = self._said, self.dec.queue_order
+        why = reasons.round_limit(self.cfg.max_placements_per_round)
+        left = len(ids) - first
+        said.extend(repeat(why, left))
+        for k in range(first, len(ids)) if early else ():
+            if ids[k] in early:
+                self._turned.append(k)
+                said[k] = None
+                left -= 1
+        self.counters["left_for_next_round"] = left
 
     def _number_turns(self, pending: list[JobRequest]) -> dict[int, int]:
         """Number every waiting job's turn signature: what its turn in the placement loop reads of it (feasibility

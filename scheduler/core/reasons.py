@@ -216,6 +216,10 @@ def backfill_window(reserved_job: int) -> str:
     return f"waiting for reserved start of job {reserved_job} (backfill window too short)"
 
 
+def round_limit(limit: int) -> str:
+    return f"waiting for the next round: this round started its limit of {limit:,} jobs"
+
+
 def behind(job: int) -> str:
     return f"waiting behind job {job} (backfill off)"
 

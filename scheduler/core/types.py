@@ -289,6 +289,11 @@ class Config:
     overloaded_gpu_utilisation: float = 0.95  # a shared GPU this busy slows every tenant on it
     max_preemption_attempts: int = 16  # blocked jobs that may try preemption per round
     max_victims_per_round: int = 256
+    # Jobs started per round (0: no limit). A round that starts this many stops there: the jobs after them in line
+    # wait for the next round, which follows at once. It bounds a round's time and locks when a cluster fills from
+    # empty (the round writes each start's job, allocations and event rows), and the first jobs in line start
+    # sooner. Slurm bounds its passes alike (sched_max_job_start, bf_max_job_start, default_queue_depth).
+    max_placements_per_round: int = 2000
     preemption_grace_s: float = 120.0  # time victims get to checkpoint; a preemptor's reservation starts then
     # No thrashing (docs/scheduler.md): a job is not preempted before it has run this long since it (re)started
     # or moved. 5 min: Gavel's 6-min round lease, Slurm's PreemptExemptTime; with the default checkpoint and
