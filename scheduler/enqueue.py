@@ -21,8 +21,9 @@ def round_requested_key(cluster_id: int) -> str:
     return f"scheduler:round-requested:{cluster_id}"
 
 
-def request_round(cluster_id: int, trigger: str) -> bool:
-    """Enqueue one round for the cluster unless one is already waiting (bursts of submits make one round).
+def request_round(cluster_id: int, trigger: str, countdown: float = DEBOUNCE_S) -> bool:
+    """Enqueue one round for the cluster unless one is already waiting (bursts of submits make one round). It starts
+    `countdown` seconds from now: a burst's requests come within it; a round that left jobs at its limit asks 0.
 
     The mark that one is waiting lasts one round interval at most: should its round be lost (the worker holding
     it killed before it started), new requests are held back no longer than that, and periodic rounds not at all.
@@ -30,5 +31,5 @@ def request_round(cluster_id: int, trigger: str) -> bool:
     """
     if not cache.add(round_requested_key(cluster_id), trigger, timeout=max(1, int(settings.ROUND_INTERVAL_S))):
         return False
-    task("run_round").apply_async((cluster_id, trigger), countdown=DEBOUNCE_S)
+    task("run_round").apply_async((cluster_id, trigger), countdown=countdown)
     return True

@@ -49,6 +49,9 @@ def run_round(cluster_id: int, trigger: str = "manual") -> SchedulingRound:
     # The collector starts again only now, after everything the round shows: the collection it owes (at 50,000
     # waiting jobs 30-50 ms over what a filling round left, and now and then a full one of the worker's heap, about
     # 230 ms) held up the pages' news of the queue, and counted as the round's commit, when it ran first.
+    left = record.stats.get("left_for_next_round", 0)
+    if left:  # the round started its limit of jobs (Config.max_placements_per_round): the next one follows at once
+        actions.request_round_on_commit(cluster_id, f"{left} jobs left by round {record.pk}", countdown=0)
     return record
 
 

@@ -14,9 +14,11 @@ from bisect import bisect_left
 from collections import defaultdict, namedtuple
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from functools import cache
 from operator import itemgetter
 from time import perf_counter  # the laps' clock; tests replace `time` to set the round's now
 
+from django.conf import settings
 from django.db import connections
 from django.db.models import BooleanField, Count, ExpressionWrapper, Q, TextField
 from django.db.models.functions import MD5, Cast, TruncHour
@@ -32,6 +34,7 @@ from fabric.topology.types import Fabric
 from scheduler.choices import ACTIVE_STATUSES, JobStatus, SharingMode
 from scheduler.core.topology import Topology, build_topology
 from scheduler.core.types import (
+    Config,
     GpuState,
     JobRequest,
     NodeState,
@@ -925,9 +928,17 @@ def _build_snapshot(cluster_id: int) -> tuple[Snapshot, SnapshotIndex]:
         link_errors=link_errors,
         link_utilisation=link_util,
         request_mix=request_mix,
+        config=_config(settings.SCHEDULER_MAX_PLACEMENTS_PER_ROUND),
     )
     lap("errors_mix")
     return snapshot, index
+
+
+@cache
+def _config(max_placements_per_round: int) -> Config:
+    """The engine's configuration, one object while the settings stay: a kept cluster index compares it with the last
+    round's (ClusterState.advance), at once when it is the same object."""
+    return Config(max_placements_per_round=max_placements_per_round)
 
 
 class _Laps:

@@ -222,15 +222,16 @@ def _abandon_launches(job: Job, why: str) -> None:
     abandon_launches(job, why)
 
 
-def request_round_on_commit(cluster_id: int, trigger: str) -> None:
-    """Ask for a scheduling round after this transaction commits (debounced by the task). Never raises: what was
-    committed stays committed, and the periodic round (scheduler.tasks.periodic_rounds) takes up pending work."""
+def request_round_on_commit(cluster_id: int, trigger: str, countdown: float = enqueue.DEBOUNCE_S) -> None:
+    """Ask for a scheduling round after this transaction commits (at once outside one), to start `countdown` seconds
+    later (enqueue.request_round). Never raises: what was committed stays committed, and the periodic round
+    (scheduler.tasks.periodic_rounds) takes up pending work."""
 
     def send() -> None:
         if outages.recent(outages.REDIS, outages.BROKER):
             return  # it just failed here: a second wait would only delay the answer (clusterctl.outages.SKIP_S)
         try:
-            enqueue.request_round(cluster_id, trigger)
+            enqueue.request_round(cluster_id, trigger, countdown=countdown)
         except outages.OUTAGE_ERRORS as exc:  # Redis restarting: one warning per outage, not one per request
             outages.note(exc, "rounds are not requested on events; the periodic round takes up pending jobs",
                          key="round requests")  # fmt: skip

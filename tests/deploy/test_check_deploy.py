@@ -112,3 +112,22 @@ def test_production_fans_frames_out_through_redis_pub_sub(tmp_path):
     env = _production_env(tmp_path, REDIS_URL="redis://127.0.0.1:6379/0")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["channels_redis.pubsub.RedisPubSubChannelLayer", "redis://127.0.0.1:6379/0", "True"]
+
+
+def test_settings_refuse_a_negative_limit_of_starts_per_round(tmp_path):
+    result = _manage(_production_env(tmp_path, SCHEDULER_MAX_PLACEMENTS_PER_ROUND="-1"), "check")
+    assert result.returncode != 0, result.stdout
+    assert result.stderr.strip().splitlines()[-1] == (
+        "django.core.exceptions.ImproperlyConfigured: SCHEDULER_MAX_PLACEMENTS_PER_ROUND must be 0 (no limit) or more, "
+        "not -1"
+    ), result.stderr
+
+
+def test_the_limit_of_starts_per_round_reaches_the_engine(tmp_path):
+    env = _production_env(tmp_path, DEBUG="1", SCHEDULER_MAX_PLACEMENTS_PER_ROUND="0")
+    code = "from scheduler.snapshot_from_db import _config; from django.conf import settings; " + (
+        "print(_config(settings.SCHEDULER_MAX_PLACEMENTS_PER_ROUND).max_placements_per_round)"
+    )
+    result = _manage(env, "shell", "-c", code)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "0", result.stdout

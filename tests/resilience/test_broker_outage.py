@@ -55,7 +55,7 @@ def node_messages(monkeypatch, settings):
     from clusterctl.celery import app
 
     settings.LAUNCHER = "process"
-    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger: None)
+    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger, **kwargs: None)
     box: list[tuple[str, str, tuple, dict]] = []
     for name in ("node_prepare", "node_start", "node_stop", "node_forget"):
         task = getattr(tasks, name)

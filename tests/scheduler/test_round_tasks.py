@@ -13,7 +13,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from fabric.models import Cluster
 from scheduler import actions, enqueue, rounds, tasks
-from scheduler.models import SchedulingRound
+from scheduler.models import Job, SchedulingRound
+from scheduler.selectors import queue_info
 
 pytestmark = pytest.mark.django_db
 
@@ -96,3 +97,48 @@ def test_a_request_whose_round_was_lost_holds_back_new_ones_for_one_interval_at_
     time.sleep(1.1)
     enqueue.request_round(cluster.pk, "job 3 submitted")
     assert lost == [(cluster.pk, "job 1 submitted"), (cluster.pk, "job 3 submitted")]
+
+
+@override_settings(SCHEDULER_MAX_PLACEMENTS_PER_ROUND=2)
+def test_a_round_that_starts_its_limit_sends_the_next_round_at_once(
+    cluster, submit, monkeypatch, django_capture_on_commit_callbacks
+):
+    jobs = [submit(1) for _ in range(5)]  # 5 one-GPU jobs, 32 free GPUs: only the limit of 2 stops the round
+    sent = []
+    monkeypatch.setattr(tasks.run_round, "apply_async", lambda args, **options: sent.append((args, options)))
+    with django_capture_on_commit_callbacks(execute=True):
+        record = rounds.run_round(cluster.pk, "test")
+    assert record.placed == 2 and record.stats["left_for_next_round"] == 3
+    assert sent == [((cluster.pk, f"3 jobs left by round {record.pk}"), {"countdown": 0})]
+    waiting = queue_info([cluster.pk])
+    assert [waiting[j.pk] for j in jobs[2:]] == [
+        (1, "waiting for the next round: this round started its limit of 2 jobs"),
+        (2, "waiting for the next round: this round started its limit of 2 jobs"),
+        (3, "waiting for the next round: this round started its limit of 2 jobs"),
+    ]
+
+
+@override_settings(SCHEDULER_MAX_PLACEMENTS_PER_ROUND=2)
+def test_rounds_at_their_limit_follow_each_other_until_the_line_is_placed(
+    cluster, submit, django_capture_on_commit_callbacks
+):
+    # 5 jobs, 2 starts a round: rounds of 2, 2 and 1; the last leaves nobody and asks for no further round.
+    jobs = [submit(1) for _ in range(5)]
+    with django_capture_on_commit_callbacks(execute=True):
+        record = rounds.run_round(cluster.pk, "test")
+    assert SchedulingRound.objects.filter(cluster=cluster).count() == 3
+    assert [r.placed for r in SchedulingRound.objects.filter(cluster=cluster).order_by("pk")] == [2, 2, 1]
+    assert record.placed == 2
+    assert {j.status for j in Job.objects.filter(pk__in=[j.pk for j in jobs])} == {"running"}
+
+
+@override_settings(SCHEDULER_MAX_PLACEMENTS_PER_ROUND=2)
+def test_a_round_below_its_limit_sends_no_next_round(cluster, submit, monkeypatch, django_capture_on_commit_callbacks):
+    submit(1)
+    submit(1)
+    sent = []
+    monkeypatch.setattr(tasks.run_round, "apply_async", lambda args, **options: sent.append((args, options)))
+    with django_capture_on_commit_callbacks(execute=True):
+        record = rounds.run_round(cluster.pk, "test")
+    assert record.placed == 2 and record.stats["left_for_next_round"] == 0
+    assert sent == []

@@ -29,7 +29,7 @@ CAPTURE = FIXTURES / "scontrol_show_job_d_o_slurm_22.05.txt"
 
 @pytest.fixture
 def cluster(monkeypatch):
-    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger: None)
+    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger, **kwargs: None)
     c = fat_tree("obs", nodes=4, gpus_per_node=8, leaf_ports=16)
     actions.ensure_scheduler(c)
     return c

@@ -109,7 +109,7 @@ def test_in_embedded_mode_the_quotas_round_is_left_to_the_demos_process(pool, mo
     ran, requested = [], []
     monkeypatch.setattr("scheduler.rounds.run_round", lambda *a, **k: ran.append(a))
     real_request = __import__("scheduler.enqueue", fromlist=["request_round"]).request_round
-    monkeypatch.setattr("scheduler.enqueue.request_round", lambda *a: requested.append(a) or real_request(*a))
+    monkeypatch.setattr("scheduler.enqueue.request_round", lambda *a, **k: requested.append(a) or real_request(*a, **k))
     monkeypatch.setitem(app.conf, "broker_url", "memory://localhost/")
     monkeypatch.setitem(app.conf, "task_always_eager", True)
     tenant_user("--quota", f"{pool.pk}:8:0", "--no-token")

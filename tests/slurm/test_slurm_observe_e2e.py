@@ -36,7 +36,7 @@ def sbatch(emu: SlurmEmu, *args: str) -> int:
 
 
 def test_slurms_own_jobs_appear_read_only_and_end_here_when_they_end_there(emu, monkeypatch):
-    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger: None)
+    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger, **kwargs: None)
     cluster = fat_tree("observed", nodes=4, gpus_per_node=8, leaf_ports=16)
     actions.ensure_scheduler(cluster)
     slurm = SlurmLauncher(slurm_conf=str(emu.conf), bindir=str(Path(PATHS["sbatch"]).parent))

@@ -29,7 +29,7 @@ NODE_TASKS = ("node_prepare", "node_start", "node_stop", "node_forget")
 def sent(monkeypatch, settings):
     """Node messages, captured: (task, host queue, args). Rounds are run by the tests only."""
     settings.LAUNCHER = "process"
-    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger: None)
+    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger, **kwargs: None)
     box: list[tuple[str, str, tuple]] = []
     for name in NODE_TASKS:
         task = getattr(tasks, name)

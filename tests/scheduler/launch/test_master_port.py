@@ -86,7 +86,7 @@ def prepares(monkeypatch, settings):
     """The node_prepare messages, captured (no broker)."""
     settings.LAUNCHER = "process"
     settings.LAUNCH_MASTER_PORTS = "29500-29999"
-    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger: None)
+    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger, **kwargs: None)
     box: list[dict] = []
     monkeypatch.setattr(tasks.node_prepare, "apply_async", lambda args, **kw: box.append(args[0]))
     return box

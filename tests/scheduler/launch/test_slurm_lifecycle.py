@@ -30,7 +30,7 @@ def sent(monkeypatch, settings):
     settings.LAUNCHER = "slurm"
     settings.SLURM_TAG = TAG
     settings.SLURM_OUTPUT_DIR = "/shared/out"
-    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger: None)
+    monkeypatch.setattr(enqueue, "request_round", lambda cluster_id, trigger, **kwargs: None)
     box: list[tuple[str, str, tuple]] = []
     for name in ("slurm_submit", "slurm_stop", "node_prepare", "node_stop", "node_forget"):
         task = getattr(tasks, name)
