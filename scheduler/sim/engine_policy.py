@@ -191,13 +191,20 @@ class EnginePolicy:
         if sim.version == self._seen and not self.decided and not self._holddown_due(now) and now < self._due:
             return  # an idle periodic round: nothing changed since a round that decided nothing
         # A victim that stopped at once (network model off: checkpoints are free) is requeued, and production
-        # requests a round on requeue: its beneficiary starts in that round, not one period later.
-        for _ in range(2):
-            if not self._round(now):
+        # requests a round on requeue: its beneficiary starts in that round, not one period later. A round that
+        # started its limit of jobs (Config.max_placements_per_round) is followed at once, as production's is.
+        extra = 1
+        while True:
+            released, limited = self._round(now)
+            if limited:
+                continue
+            if not released or not extra:
                 break
+            extra -= 1
 
-    def _round(self, now: float) -> bool:
-        """One engine round; True when a preemption released its victims at once."""
+    def _round(self, now: float) -> tuple[bool, bool]:
+        """One engine round: whether a preemption released its victims at once, and whether the round left jobs
+        at its limit of starts for the next."""
         sim = self.sim
         assert sim is not None
         self.rounds += 1
@@ -226,7 +233,7 @@ class EnginePolicy:
         self._seen = sim.version
         self._last_round = now
         self._due = math.inf if self.decided else self._next_due(now)
-        return released
+        return released, dec.stats["left_for_next_round"] > 0
 
     def _next_due(self, now: float) -> float:
         """The first time after `now` when a rule of the engine that depends on time alone could decide

@@ -148,3 +148,13 @@ def test_pollux_on_an_oversubscribed_tree_topology_aware_vs_blind():
     # How much is model-dependent (max-min sharing: 1.07 with the old profiles, 1.31 with the measured ones);
     # that one-leaf placement pays on a ~1 GB/s fabric is not.
     assert blind.avg_jct / ours.avg_jct > 1.05
+
+
+def test_a_round_at_its_limit_of_starts_is_followed_at_once_in_the_replay():
+    # Five 1-GPU jobs arrive at 0 s on 8 free GPUs; a limit of 2 starts a round: rounds of 2, 2 and 1 at 0 s, as the
+    # worker sends the next round at once. Without the follow-up, jobs 2-4 would start at the next periodic round.
+    t = trace((1, 0, 100), (1, 0, 100), (1, 0, 100), (1, 0, 100), (1, 0, 100))
+    pol = EnginePolicy(round_s=10, config=Config(max_placements_per_round=2))
+    r = Simulator(t, build_cluster(parse_cluster_spec("1x8")), pol).run()
+    assert sorted(j.start for j in r.jobs) == [0, 0, 0, 0, 0]
+    assert pol.rounds >= 3
