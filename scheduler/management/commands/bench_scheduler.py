@@ -7,6 +7,10 @@ the wall time around `run_round` is printed beside it), (3) churn rounds on the 
 load in production: before each, `--churn` of the running jobs finish and as many new jobs arrive (outside
 the timing), and the round that places them is timed. Prints medians and p99s; quote those, not means.
 
+A round starts at most SCHEDULER_MAX_PLACEMENTS_PER_ROUND jobs (2,000): the cluster then fills in several full rounds,
+each followed by the next, and `--rounds` counts the full rounds besides those. `fill:` prints the rounds that placed
+until the cluster was full, their time together and their placements per second.
+
 `--history N` first leaves N jobs that finished within the last week, spread over it, as a cluster that has run a
 while has (a week of a 10,000-GPU cluster is tens of thousands of jobs: Philly's trace ran about 9,000 a week on
 2,500 GPUs, Alibaba PAI's about 140,000 on 6,500): fair share charges their tenants' decayed usage every round.
@@ -20,6 +24,7 @@ import statistics
 import time
 from datetime import timedelta
 
+from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import connection
 from django.utils import timezone
@@ -56,7 +61,12 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--gpus", type=int, default=10_000)
         parser.add_argument("--pending", type=int, default=50_000)
-        parser.add_argument("--rounds", type=int, default=5, help="engine rounds and full rounds to time")
+        parser.add_argument(
+            "--rounds",
+            type=int,
+            default=5,
+            help="engine rounds, and full rounds besides those that left jobs at their limit for the next",
+        )
         parser.add_argument("--seed", type=int, default=1)
         parser.add_argument(
             "--churn", type=float, default=0.01, help="share of running jobs that finish per churn round"
@@ -104,22 +114,32 @@ class Command(BaseCommand):
             decisions = schedule(snapshot)
             engine.append(time.perf_counter() - t)
             placed_engine = len(decisions.placements)
-            self.say(f"engine round {i + 1}: {engine[-1] * 1000:.0f} ms, {placed_engine} placements")
+            self.say(
+                f"engine round {i + 1}: {engine[-1] * 1000:.0f} ms, {placed_engine} placements, "
+                f"{decisions.stats['left_for_next_round']} left for the next round"
+            )
 
-        full, placed = [], []
-        for i in range(o["rounds"]):
+        # Full rounds: as many as asked besides those that started their limit of jobs (Config.
+        # max_placements_per_round) and left some for the next round, which the worker's would follow at once.
+        full, placed, left = [], [], 0
+        i = limited = 0
+        while i - limited < o["rounds"]:
+            i += 1
             t = time.perf_counter()
             record = run_round(cluster.pk, "bench")
             wall = time.perf_counter() - t
             full.append(record.duration_ms / 1000)
             placed.append(record.placed)
             steps = " ".join(f"{n} {v:.0f}" for n, v in record.stats.get("load_steps_ms", {}).items())
+            left = record.stats.get("left_for_next_round", 0)
+            limited += left > 0
             self.say(
-                f"full round {i + 1}: {record.duration_ms:.0f} ms to its commit (wall {wall * 1000:.0f}; load "
+                f"full round {i}: {record.duration_ms:.0f} ms to its commit (wall {wall * 1000:.0f}; load "
                 f"{record.stats['load_ms']:.0f} [{steps}], engine {record.engine_ms:.0f}, "
                 f"apply {record.stats['apply_ms']:.0f} "
                 f"of which queue {record.stats['queue_ms']:.0f}, commit {record.stats.get('commit_ms', 0):.0f} ms), "
                 f"{record.placed} placed, {record.rejected_stale} stale"
+                + (f", {left} left for the next round" if left else "")
             )
         self._analyze(o)
         churn, churn_placed = self._churn(cluster, pool, o, rng)
@@ -133,6 +153,8 @@ class Command(BaseCommand):
             "full_round_s": {"p50": statistics.median(full), "p99": percentile(full, 0.99), "runs": len(full)},
             "first_round_placed": placed[0],
             "committed_placements_per_s": placed[0] / full[0] if full[0] else 0.0,
+            # The rounds that placed until the cluster was full (one if no round reached its limit), end to end.
+            "fill": self._fill(full, placed),
         }
         if churn:
             result["churn_round_s"] = {
@@ -152,7 +174,10 @@ class Command(BaseCommand):
             f"full round:    p50 {f['p50'] * 1000:.0f} ms, p99 {f['p99'] * 1000:.0f} ms "
             f"(snapshot load {load_s:.2f} s)\n"
             f"committed:     {placed[0]} placements in the first round, "
-            f"{result['committed_placements_per_s']:.0f} placements/s"
+            f"{result['committed_placements_per_s']:.0f} placements/s\n"
+            f"fill:          {result['fill']['placed']} placements in {result['fill']['rounds']} rounds, "
+            f"{result['fill']['s'] * 1000:.0f} ms of rounds, {result['fill']['placements_per_s']:.0f} placements/s "
+            f"(at most {settings.SCHEDULER_MAX_PLACEMENTS_PER_ROUND or 'any number of'} starts a round)"
         )
         if churn:
             c = result["churn_round_s"]
@@ -161,6 +186,13 @@ class Command(BaseCommand):
                 f"({o['churn']:.1%} of the running jobs finish and as many arrive before each; "
                 f"median {result['churn_placed_median']:.0f} placed)"
             )
+
+    @staticmethod
+    def _fill(full: list[float], placed: list[int]) -> dict:
+        """The rounds up to the last that placed anything: how many, their time together, placements per second."""
+        n = max((i + 1 for i, p in enumerate(placed) if p), default=1)
+        s = sum(full[:n])
+        return {"rounds": n, "placed": sum(placed[:n]), "s": s, "placements_per_s": sum(placed[:n]) / s if s else 0.0}
 
     def _analyze(self, o) -> None:
         """The planner's statistics of the tables just filled, as autovacuum keeps them on a production server (its
