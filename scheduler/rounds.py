@@ -29,6 +29,8 @@ _CARRIES: dict[int, RoundCarry] = {}
 # The cluster's row lock already keeps two rounds apart on PostgreSQL; this also does where that lock is a no-op
 # (SQLite) and a worker runs rounds in threads.
 _CARRY_LOCKS: dict[int, threading.Lock] = {}
+# Per thread: the follow-up rounds asked for while one is being sent (`_follow`).
+_FOLLOWING = threading.local()
 
 
 def run_round(cluster_id: int, trigger: str = "manual") -> SchedulingRound:
@@ -51,8 +53,24 @@ def run_round(cluster_id: int, trigger: str = "manual") -> SchedulingRound:
     # 230 ms) held up the pages' news of the queue, and counted as the round's commit, when it ran first.
     left = record.stats.get("left_for_next_round", 0)
     if left:  # the round started its limit of jobs (Config.max_placements_per_round): the next one follows at once
-        actions.request_round_on_commit(cluster_id, f"{left} jobs left by round {record.pk}", countdown=0)
+        _follow(cluster_id, f"{left} jobs left by round {record.pk}")
     return record
+
+
+def _follow(cluster_id: int, trigger: str) -> None:
+    """Send the round that follows one at its limit of starts. Where tasks run eagerly (embedded set-up, management
+    commands, tests) the round runs inside this call and may itself ask for the next: those requests wait in this
+    thread's queue and run one after another here, not each inside the last (a fill of 50 rounds would nest 50)."""
+    queue = getattr(_FOLLOWING, "queue", None)
+    if queue is not None:
+        queue.append((cluster_id, trigger))
+        return
+    _FOLLOWING.queue = queue = [(cluster_id, trigger)]
+    try:
+        while queue:
+            actions.request_round_on_commit(*queue.pop(0), countdown=0)
+    finally:
+        _FOLLOWING.queue = None
 
 
 @atomic_retry

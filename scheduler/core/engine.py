@@ -775,11 +775,10 @@ class _Round:
         why = reasons.round_limit(self.cfg.max_placements_per_round)
         left = len(ids) - first
         said.extend(repeat(why, left))
-        for k in range(first, len(ids)) if early else ():
-            if ids[k] in early:
-                self._turned.append(k)
-                said[k] = None
-                left -= 1
+        for k in compress(range(first, len(ids)), map(early.__contains__, islice(ids, first, None))) if early else ():
+            self._turned.append(k)
+            said[k] = None
+            left -= 1
         self.counters["left_for_next_round"] = left
 
     def _number_turns(self, pending: list[JobRequest]) -> dict[int, int]:
