@@ -146,21 +146,19 @@ def test_a_round_below_its_limit_sends_no_next_round(cluster, submit, monkeypatc
 
 @pytest.mark.django_db(transaction=True)
 @override_settings(SCHEDULER_MAX_PLACEMENTS_PER_ROUND=1)
-def test_eager_rounds_at_their_limit_run_one_after_another_not_one_inside_another(transactional_db, monkeypatch):
+def test_eager_rounds_at_their_limit_run_one_after_another_not_one_inside_another(committing, monkeypatch):
     # Committed as in production (a test's own transaction would hold every request until it ends), tasks eager as in
     # embedded set-up: 6 jobs, 1 start a round, so 6 rounds run from the first call; the 5 that follow run inside the
     # first's call, none inside another follower's.
     from tests.factories import fat_tree
 
-    actions.ensure_priority_classes()
     cluster = fat_tree("eager", nodes=1, gpus_per_node=8, leaf_ports=16)
     pool = actions.ensure_scheduler(cluster)
     tenant = actions.create_tenant("acme")
     normal = PriorityClass.objects.get(name="normal")
-    monkeypatch.setattr(enqueue, "request_round", _no_round)  # the submits ask for none: the test runs the first
-    for n in range(6):
+    for n in range(6):  # `committing` keeps the submits from asking for rounds: the test runs the first
         actions.submit_job(tenant, pool, normal, gpus=1, name=f"job-{n}")
-    monkeypatch.undo()
+    monkeypatch.undo()  # the rounds' own requests go through
     real, depth, deepest = rounds.run_round, [0], [0]
 
     def counted(cluster_id: int, trigger: str):
@@ -175,7 +173,3 @@ def test_eager_rounds_at_their_limit_run_one_after_another_not_one_inside_anothe
     counted(cluster.pk, "test")
     assert [r.placed for r in SchedulingRound.objects.filter(cluster=cluster).order_by("pk")] == [1] * 6
     assert deepest[0] == 2
-
-
-def _no_round(cluster_id: int, trigger: str, **kwargs) -> bool:
-    return False
