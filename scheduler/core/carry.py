@@ -23,12 +23,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Hashable
-from itertools import compress, repeat
-from operator import is_not
+from itertools import compress, filterfalse, repeat
+from operator import attrgetter, is_not
 
 from scheduler.core.policies import Line
 from scheduler.core.state import ClusterState
 from scheduler.core.types import JobRequest
+
+_id = attrgetter("id")
 
 
 class RoundCarry:
@@ -63,15 +65,21 @@ class RoundCarry:
         # The last round's cluster index (ClusterState), brought to the next snapshot by `advance` (engine).
         self.state: ClusterState | None = None
 
-    def begin(self, pending: list[JobRequest], ids: set[int], signature: Hashable) -> list[JobRequest]:
-        """Start a round over `pending` (their ids: `ids`): drop what is kept for jobs gone or changed, and return the
-        jobs whose values must be worked out (new, changed, or all of them when the signature changed)."""
+    def begin(
+        self, pending: list[JobRequest], ids: set[int], signature: Hashable, id_list: list[int] | None = None
+    ) -> list[JobRequest]:
+        """Start a round over `pending` (their ids: `ids`, and in their order `id_list` when the caller has it): drop
+        what is kept for jobs gone or changed, and return the jobs whose values must be worked out (new, changed, or
+        all of them when the signature changed)."""
         if signature != self.signature:
             self.clear()
             self.signature = signature
         known = self.jobs
-        changed = [j for j in pending if known.get(j.id) is not j]
-        dropped = known.keys() - ids
+        if id_list is None:
+            id_list = list(map(_id, pending))
+        # C passes over the 50,000 waiting jobs, of which a churn round changed a few dozen.
+        changed = list(compress(pending, map(is_not, map(known.get, id_list), pending)))
+        dropped = set(filterfalse(ids.__contains__, known))
         dropped.update(j.id for j in changed if j.id in known)
         if dropped:
             # C passes: the round after one that placed thousands drops them all.
