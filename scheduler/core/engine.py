@@ -209,17 +209,23 @@ class _Round:
             carry,
             self.changed if carry is not None else None,
             tag_of=(lambda j: tid_of[j.id]) if carry is not None else None,
+            jobs_out=False,
         )
         ordered = self.policy.order(pending, pctx)
         self.dec.queue_order = pctx.out_ids if pctx.out_ids is not None else [j.id for j in ordered]
+        # The jobs by id: the loop reads only the few thousand whose turn it takes, in queue order.
+        if carry is not None:
+            self.job_of = carry.jobs  # the round's waiting jobs (RoundCarry.begin)
+        else:
+            self.job_of = dict(zip(id_list if id_list is not None else map(_ID, pending), pending, strict=True))
         # Every job's turn number in queue order, from the policy when it kept them beside the jobs: read by id in
         # queue order instead, each is a cache miss (the queue's order is not the jobs' order in memory).
         self.ests_of = pctx.out_ests  # each job's estimate in queue order (nan: none), on call
         self.tids = pctx.out_tags if pctx.out_tags is not None else list(map(tid_of.__getitem__, self.dec.queue_order))
-        self.counters["pending"] = len(ordered)
+        self.counters["pending"] = len(self.dec.queue_order)
         t = self._lap("order", t)
 
-        self._place_all(ordered)
+        self._place_all(pending)
         t = self._lap("place", t)
 
         placed_ids = {p.job_id for p in self.dec.placements}
@@ -316,7 +322,9 @@ class _Round:
 
     # ------------------------------------------------------------------ placement loop
 
-    def _place_all(self, ordered: list[JobRequest]) -> None:
+    def _place_all(self, pending: list[JobRequest]) -> None:
+        """Each waiting job's turn in queue order (`dec.queue_order`; `pending`: the same jobs in the snapshot's
+        order, for passes over all of them)."""
         st, placer, cfg, dec = self.state, self.placer, self.cfg, self.dec
         now = st.now
         check_quota = self.book.check
@@ -598,11 +606,13 @@ class _Round:
 
         # No thrashing (docs/scheduler.md): the beneficiaries of earlier preemptions have first call on the
         # GPUs freed for them, and nobody else takes those while they wait for victims still stopping.
-        claims, waits, kept_off = self._claims(ordered)
+        job_of = self.job_of
+        claims, waits, kept_off = self._claims(pending)
         blocked = {b: block_gpus(st, gids) for b, gids in claims.items()}
         counters["claims"] = len(claims)
         early: set[int] = set()  # claimants whose turn this was
-        for job in [j for j in ordered if j.id in claims] if claims else ():
+        queue = dec.queue_order
+        for job in map(job_of.__getitem__, compress(queue, map(claims.__contains__, queue))) if claims else ():
             jid = job.id
             unblock_gpus(st, blocked.pop(jid))
             outcome = self._claimant(job, waits.get(jid, ()), stopping_before)
@@ -698,7 +708,8 @@ class _Round:
         while i < n:
             if res_start != res_seen:  # the last turn moved a pool's earliest reservation (or held a leaf)
                 follow_reservations()
-            job, jid, tid = ordered[i], ids[i], tids[i]
+            jid, tid = ids[i], tids[i]
+            job = job_of[jid]
             if i == stop:
                 fk += 1
                 stop = forced[fk]
@@ -741,7 +752,8 @@ class _Round:
                             ests = (
                                 self.ests_of()
                                 if self.ests_of is not None
-                                else [_NAN if e is None else e for e in map(_EST, ordered)]  # a policy without them
+                                # a policy without them
+                                else [_NAN if e is None else e for e in map(_EST, map(job_of.__getitem__, ids))]
                             )
                         run = _remembered_run(ended, dbl, i, stop, (now, ests, starts, tids))
                     else:
@@ -830,7 +842,7 @@ class _Round:
         return tid_of
 
     def _claims(
-        self, ordered: list[JobRequest]
+        self, pending: list[JobRequest]
     ) -> tuple[dict[int, list[int]], dict[int, list[int]], dict[int, tuple[int, tuple[int, ...]]]]:
         """What earlier preemptions left for this round, from the victims' records (`JobRequest.preempted_*`):
         * claims: waiting beneficiary -> GPUs freed (or being freed) for it: those of its victims that are
@@ -843,8 +855,11 @@ class _Round:
         claims: dict[int, set[int]] = {}
         waits: dict[int, list[int]] = {}
         kept_off: dict[int, tuple[int, tuple[int, ...]]] = {}
-        # A C pass over the 50,000 waiting jobs, of which few have one.
-        for j in compress(ordered, map(is_not, map(_PREEMPTED_FOR, ordered), repeat(None))):
+        # The waiting victims of earlier preemptions in queue order: C passes over the 50,000 waiting jobs in their
+        # order in memory, of which few are, then over the queue's ids.
+        victims = {j.id: j for j in compress(pending, map(is_not, map(_PREEMPTED_FOR, pending), repeat(None)))}
+        queue = self.dec.queue_order
+        for j in map(victims.__getitem__, compress(queue, map(victims.__contains__, queue))) if victims else ():
             b = j.preempted_for
             if b == j.id or b not in waiting or not j.preempted_gpus:
                 continue

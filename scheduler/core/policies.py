@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import math
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from itertools import accumulate, compress, count, islice, repeat
+from itertools import accumulate, chain, compress, count, islice, repeat
 from operator import attrgetter, eq, truediv
 from typing import TYPE_CHECKING, Protocol
 
@@ -55,6 +55,10 @@ class PolicyContext:
     # lines beside each job; and what the policy hands back beside the order when it has them (None: it has not):
     # the jobs' ids and these numbers, in queue order.
     tag_of: Callable[[JobRequest], int] | None = None
+    # False: the caller reads the jobs by id in `out_ids` and needs no list of them in queue order; a policy that
+    # hands `out_ids` back then returns an empty list (a list of 50,000 jobs in queue order touches each job object
+    # in an order that is not theirs in memory: a cache miss a job).
+    jobs_out: bool = True
     out_ids: list[int] | None = None
     out_tags: list[int] | None = None
     # Each job's est_runtime_s in queue order (nan without one), worked out when called: the engine needs them only
@@ -217,11 +221,13 @@ class PriorityFairSharePolicy:
             entitlement[name] = weight * max(1.0, guaranteed)
             charge[name] = (t.usage_decayed if t else 0.0) + ctx.running_gpus.get(name, 0.0) * horizon
         out: list[JobRequest] = []
+        jobs_out = ctx.jobs_out
         for prio in sorted(by_prio, reverse=True):
             per_tenant = by_prio[prio]
             if len(per_tenant) == 1:
                 ((name, line),) = per_tenant
-                out.extend(line.jobs)
+                if jobs_out:
+                    out.extend(line.jobs)
                 out_ids.extend(line.ids)
                 ests_by_block.append(([line.ests], None))
                 if tagged:
@@ -231,7 +237,7 @@ class PriorityFairSharePolicy:
             # Each job's key is its tenant's ratio when it reaches the head of the tenant's line: merging
             # the tenants' lines by that key is what a heap over tenants would pop, in one sort.
             ratios: list[float] = []
-            jobs_in: list[JobRequest] = []
+            jobs_in: list[list[JobRequest]] = []  # the lines' jobs, one list a line
             ids_in = array("q")
             tags_in: list[int] = []
             for name, line in per_tenant:
@@ -241,12 +247,14 @@ class PriorityFairSharePolicy:
                 before = list(accumulate(steps, initial=charge[name]))
                 charge[name] = before.pop()
                 ratios.extend(map(truediv, before, repeat(entitlement[name])))
-                jobs_in.extend(line.jobs)
+                jobs_in.append(line.jobs)
                 ids_in.extend(line.ids)
                 if tagged:
                     tags_in.extend(line.tags)
             order = _merge_order(ratios, jobs_in)
-            out.extend(map(jobs_in.__getitem__, order))
+            if jobs_out:
+                joined = list(chain.from_iterable(jobs_in))
+                out.extend(map(joined.__getitem__, order))
             out_ids.extend(map(ids_in.__getitem__, order))
             ests_by_block.append(([line.ests for _, line in per_tenant], order))
             if tagged:
@@ -269,11 +277,17 @@ def _ests_in_order(blocks: list[tuple[list[array], list[int] | None]]) -> list[f
     return out
 
 
-def _merge_order(ratios: list[float], jobs: list[JobRequest]) -> list[int]:
-    """The positions of `jobs` sorted by (ratio, queue_seq, id). Sorting positions by their float alone compares
-    floats natively, several times quicker than comparing (ratio, seq, id) tuples; the rare runs of equal ratios
-    are then put in (seq, id) order."""
+def _merge_order(ratios: list[float], lines: list[list[JobRequest]]) -> list[int]:
+    """The positions of the jobs of `lines` one after another (their ratios: `ratios`) sorted by (ratio, queue_seq,
+    id). Sorting positions by their float alone compares floats natively, several times quicker than comparing
+    (ratio, seq, id) tuples; the rare runs of equal ratios are then put in (seq, id) order, the only jobs read."""
     order = sorted(range(len(ratios)), key=ratios.__getitem__)
+    starts = list(accumulate(map(len, lines), initial=0))
+
+    def job(k: int) -> JobRequest:
+        i = bisect_right(starts, k) - 1
+        return lines[i][k - starts[i]]
+
     in_order = list(map(ratios.__getitem__, order))
     ties = list(map(eq, in_order, islice(in_order, 1, None)))
     n, i = len(ties), 0
@@ -285,7 +299,7 @@ def _merge_order(ratios: list[float], jobs: list[JobRequest]) -> list[int]:
         j = i + 1
         while j < n and ties[j]:
             j += 1
-        order[i : j + 1] = sorted(order[i : j + 1], key=lambda k: (jobs[k].queue_seq, jobs[k].id))
+        order[i : j + 1] = sorted(order[i : j + 1], key=lambda k: (job(k).queue_seq, job(k).id))
         i = j + 1
 
 
