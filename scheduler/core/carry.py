@@ -45,6 +45,7 @@ class RoundCarry:
         "turn_floor",
         "turn_ids",
         "turn_table",
+        "victims",
     )
 
     def __init__(self) -> None:
@@ -54,6 +55,7 @@ class RoundCarry:
         """Forget everything (a round that failed half-way leaves the carry like this)."""
         self.signature: Hashable = None
         self.jobs: dict[int, JobRequest] = {}  # job id -> the object the values below were worked out for
+        self.victims: set[int] = set()  # the ids of those jobs preempted for another (JobRequest.preempted_for)
         self.service_keys: dict[int, tuple] = {}  # job id -> ServiceRank.sort_keys
         # The queue policy's lines (PriorityFairSharePolicy): (priority, tenant) -> its Line, in order.
         self.lines: dict[tuple, Line] = {}
@@ -85,6 +87,7 @@ class RoundCarry:
             # C passes: the round after one that placed thousands drops them all.
             gone = list(dropped)
             list(map(known.__delitem__, gone))
+            self.victims.difference_update(gone)
             list(map(self.service_keys.pop, gone, repeat(None)))
             tids = list(map(self.turn_ids.pop, gone, repeat(None)))
             count = self.turn_count
@@ -102,6 +105,8 @@ class RoundCarry:
                 self.lines[lk].remove_many(keys, jids)
         for j in changed:
             known[j.id] = j
+            if j.preempted_for is not None:
+                self.victims.add(j.id)
         return changed
 
     def place_in_lines(

@@ -71,6 +71,7 @@ _COST = attrgetter(*COST_FIELDS)
 _EST = attrgetter("est_runtime_s")
 _ID = attrgetter("id")
 _PREEMPTED_FOR = attrgetter("preempted_for")
+_REQ_PREEMPTED_FOR = attrgetter("request.preempted_for")
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
 _NAN, _NINF = float("nan"), float("-inf")
 
@@ -239,7 +240,9 @@ class _Round:
         # A job preempted for one still waiting is not moved back onto the GPUs freed for it either.
         waiting = self.waiting_ids  # less the placed: not a set of 46,000 made for the few preempted for someone
         kept_off = {}
-        for jid, rj in st.running.items():
+        running = st.running
+        # A C pass over the running jobs, of which few were preempted for someone.
+        for jid, rj in compress(running.items(), map(is_not, map(_REQ_PREEMPTED_FOR, running.values()), repeat(None))):
             req = rj.request
             b = req.preempted_for
             if b is not None and req.preempted_gpus and b in waiting and b not in placed_ids:
@@ -709,7 +712,6 @@ class _Round:
             if res_start != res_seen:  # the last turn moved a pool's earliest reservation (or held a leaf)
                 follow_reservations()
             jid, tid = ids[i], tids[i]
-            job = job_of[jid]
             if i == stop:
                 fk += 1
                 stop = forced[fk]
@@ -724,7 +726,7 @@ class _Round:
                     say(None)
                     tries = counters["preemption_attempts"]
                     blocks = block_gpus(st, off[1])
-                    changed = process(job, False, turns[tid][0]) is None
+                    changed = process(job_of[jid], False, turns[tid][0]) is None
                     if changed:
                         forget(pool_of[tid], tries)
                     unblock_gpus(st, blocks)
@@ -737,7 +739,7 @@ class _Round:
             sig = tid + tid
             start = starts[tid]
             if start != _NINF:
-                est = job.est_runtime_s
+                est = job_of[jid].est_runtime_s
                 if est is not None and now + est <= start:
                     sig += 1
             hit = ended.get(sig)
@@ -767,7 +769,7 @@ class _Round:
             turned.append(i)
             say(None)
             tries = counters["preemption_attempts"]
-            out = process(job, True, turns[tid][0])
+            out = process(job_of[jid], True, turns[tid][0])
             if out is None:
                 forget(pool_of[tid], tries)
                 if counters["placed"] >= limit:
@@ -857,7 +859,10 @@ class _Round:
         kept_off: dict[int, tuple[int, tuple[int, ...]]] = {}
         # The waiting victims of earlier preemptions in queue order: C passes over the 50,000 waiting jobs in their
         # order in memory, of which few are, then over the queue's ids.
-        victims = {j.id: j for j in compress(pending, map(is_not, map(_PREEMPTED_FOR, pending), repeat(None)))}
+        if self.carry is not None:
+            victims = {jid: self.job_of[jid] for jid in self.carry.victims}
+        else:
+            victims = {j.id: j for j in compress(pending, map(is_not, map(_PREEMPTED_FOR, pending), repeat(None)))}
         queue = self.dec.queue_order
         for j in map(victims.__getitem__, compress(queue, map(victims.__contains__, queue))) if victims else ():
             b = j.preempted_for
