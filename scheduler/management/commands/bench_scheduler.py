@@ -7,6 +7,10 @@ the wall time around `run_round` is printed beside it), (3) churn rounds on the 
 load in production: before each, `--churn` of the running jobs finish and as many new jobs arrive (outside
 the timing), and the round that places them is timed. Prints medians and p99s; quote those, not means.
 
+Before the full rounds the process warms up for the cluster as a worker does before its first round of a cluster
+(scheduler.rounds.warm_up: it reads the cluster and works out the engine's carry without the cluster's lock); its time
+is printed apart (`warm-up:`), as the snapshot's first load is.
+
 A round starts at most SCHEDULER_MAX_PLACEMENTS_PER_ROUND jobs (2,000): the cluster then fills in several full rounds,
 each followed by the next, and `--rounds` counts the full rounds besides those. `fill:` prints the rounds that placed
 until the cluster was full, their time together and their placements per second.
@@ -35,7 +39,7 @@ from scheduler import actions
 from scheduler.choices import ACTIVE_STATUSES
 from scheduler.core import schedule
 from scheduler.models import Job, PriorityClass
-from scheduler.rounds import run_round
+from scheduler.rounds import run_round, warm_up
 from scheduler.snapshot_from_db import build_snapshot
 
 SIZES = [(1, 0.40), (2, 0.15), (4, 0.15), (8, 0.20), (16, 0.06), (32, 0.03), (64, 0.01)]
@@ -119,6 +123,12 @@ class Command(BaseCommand):
                 f"{decisions.stats['left_for_next_round']} left for the next round"
             )
 
+        warm_ms = warm_up(cluster.pk)
+        self.say(
+            "warm-up: "
+            + (f"{warm_ms:.0f} ms" if warm_ms is not None else "none (this process had the carry)")
+            + " (a worker's, before its first round of the cluster, without the cluster's lock)"
+        )
         # Full rounds: as many as asked besides those that started their limit of jobs (Config.
         # max_placements_per_round) and left some for the next round, which the worker's would follow at once.
         full, placed, left = [], [], 0
@@ -150,6 +160,7 @@ class Command(BaseCommand):
             "engine_placements": placed_engine,
             "engine_placements_per_s": placed_engine / statistics.median(engine),
             "snapshot_load_s": load_s,
+            "warm_up_s": warm_ms / 1000 if warm_ms is not None else None,
             "full_round_s": {"p50": statistics.median(full), "p99": percentile(full, 0.99), "runs": len(full)},
             "first_round_placed": placed[0],
             "committed_placements_per_s": placed[0] / full[0] if full[0] else 0.0,
