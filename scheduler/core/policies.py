@@ -346,16 +346,23 @@ class Line:
             else:
                 cuts.append((i, i + 1))
         if len(cuts) > _MOST_CUTS:
-            keep = [True] * len(self.ids)
-            for i in places:
-                keep[i] = False
-            self.keys = list(compress(self.keys, keep))
-            self.jobs = list(compress(self.jobs, keep))
-            self.ids = array("q", compress(self.ids, keep))
-            self.gpus = list(compress(self.gpus, keep))
-            self.ests = array("d", compress(self.ests, keep))
+            # The runs kept between the cuts, joined by slices: a copy of each list, and of the machine arrays a
+            # block at a time where a filter of them converts each number.
+            runs: list[tuple[int, int]] = []
+            at = 0
+            for a, b in cuts:
+                if a > at:
+                    runs.append((at, a))
+                at = b
+            if at < len(self.ids):
+                runs.append((at, len(self.ids)))
+            self.keys = _joined(self.keys, runs, [])
+            self.jobs = _joined(self.jobs, runs, [])
+            self.ids = _joined(self.ids, runs, array("q"))
+            self.gpus = _joined(self.gpus, runs, [])
+            self.ests = _joined(self.ests, runs, array("d"))
             if self.tags:
-                self.tags = list(compress(self.tags, keep))
+                self.tags = _joined(self.tags, runs, [])
             return
         lists = [self.keys, self.jobs, self.ids, self.gpus, self.ests]
         if self.tags:
@@ -363,6 +370,13 @@ class Line:
         for a, b in reversed(cuts):
             for lst in lists:
                 del lst[a:b]
+
+
+def _joined(seq, runs: list[tuple[int, int]], out):
+    """`out` extended by the slices [a, b) of `seq`, in order."""
+    for a, b in runs:
+        out += seq[a:b]
+    return out
 
 
 def _est_or_nan(job: JobRequest) -> float:

@@ -500,3 +500,9 @@ def test_a_line_takes_out_runs_of_jobs_in_a_cut_each():
 def test_a_line_takes_out_jobs_scattered_all_along_it():
     # Every other job of 200: 100 cuts, more than a copy costs; the jobs left keep their order and values.
     assert _gone(_line_of(200), list(range(0, 200, 2))) == list(range(1, 200, 2))
+
+
+def test_a_line_takes_out_scattered_jobs_and_its_last_keeping_its_first():
+    # Jobs 1, 4, 7, ... 148 and the last, 149, of 150: 50 cuts, the last at the line's end; 0 stays first.
+    gone = [*range(1, 150, 3), 149]
+    assert _gone(_line_of(150), gone) == [i for i in range(149) if i % 3 != 1]
