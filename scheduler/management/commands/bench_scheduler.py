@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import random
+import resource
 import statistics
 import time
 from datetime import timedelta
@@ -175,6 +176,9 @@ class Command(BaseCommand):
             }
             result["churn"] = o["churn"]
             result["churn_placed_median"] = statistics.median(churn_placed)
+        # The process's high-water mark (issue 16: every bench says what it held): a worker's rounds, plus this
+        # command's own generation of the cluster and its jobs, so an upper bound of what a worker holds.
+        result["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
         if o["json"]:
             self.stdout.write(json.dumps(result, indent=2))
             return
@@ -197,6 +201,9 @@ class Command(BaseCommand):
                 f"({o['churn']:.1%} of the running jobs finish and as many arrive before each; "
                 f"median {result['churn_placed_median']:.0f} placed)"
             )
+        self.stdout.write(
+            f"peak RSS: {result['peak_rss_mib']:.1f} MiB (this process: the generated cluster and jobs, the rounds)"
+        )
 
     @staticmethod
     def _fill(full: list[float], placed: list[int]) -> dict:
