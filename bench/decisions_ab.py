@@ -40,7 +40,7 @@ KINDS = (
     "pending_reasons",
     "queue_order",
 )
-WORK_COUNTERS = ("ms", "jobs_worked_out", "evaluations")  # how much work a round did, not what it decided
+WORK_COUNTERS = ("ms", "jobs_worked_out", "evaluations", "searches")  # how much work a round did, not what it decided
 
 
 def record(sizes=SIZES, churn_rounds: int = 4) -> list[dict]:

@@ -81,6 +81,24 @@ def test_jobs_of_one_shape_decide_alike_in_a_round():
     assert d.stats["leaf_waits"] == 2
 
 
+def test_the_jobs_behind_the_first_of_a_shape_wait_without_searching_again():
+    # As above, with five more jobs of that shape: job 2 searches and waits behind job 1; jobs 3-7 are alike to job 2
+    # in all its turn read, and its turn changed nothing, so they get its reason without a search of their own. At
+    # 50,000 GPUs thousands of such jobs each searched again, and each made its pool's other turns be taken again.
+    b = fabric()
+    b.leaf("L3", ["n5", "n6"], {"S1": 1})
+    b.pool(1, "train")
+    b.pools = b.pools[-1:]
+    b.run(22, {"n6": list(range(8))}, started_at=b.now - 100, est_runtime_s=36000.0)
+    for j in range(1, 8):
+        b.job(j, gpus=16, nodes=2, gpus_per_node=8, est_runtime_s=3600.0)
+    d = schedule(b.snapshot())
+    assert d.placements == []
+    assert {d.pending_reasons[j] for j in range(2, 8)} == {"waiting for one leaf, as job 1 of the same shape does"}
+    assert d.stats["leaf_waits"] == 7
+    assert d.stats["searches"] == 2  # job 1's and job 2's
+
+
 def test_a_long_wait_is_not_worth_it():
     # The same, but n2 is busy for 3 h more: 10800 s > 2599 s, so job 1 starts across leaves now.
     b = fabric(n2_left_s=10800.0)
