@@ -65,17 +65,22 @@ def test_a_gang_waits_for_one_leaf_when_other_gangs_would_cross_too():
     assert d.placements == [] and d.stats["leaf_waits"] == 1
 
 
-def test_jobs_of_one_shape_decide_alike_in_a_round():
-    # Three leaves: L1 (n1, n2), L2 (n3, n4), L3 (n5, n6), n2, n4 and n6 busy. Job 1 waits for L1 (as above);
-    # job 2, same shape, could still cross (n3 + n5) but waits too, with no plan of its own.
+def _three_leaves_two_node_jobs(n: int):
+    """Three leaves: L1 (n1, n2), L2 (n3, n4), L3 (n5, n6), n2, n4 and n6 busy; jobs 1..n of one shape (2 x 8 GPUs)."""
     b = fabric()
     b.leaf("L3", ["n5", "n6"], {"S1": 1})
     b.pool(1, "train")
     b.pools = b.pools[-1:]
     b.run(22, {"n6": list(range(8))}, started_at=b.now - 100, est_runtime_s=36000.0)
-    b.job(1, gpus=16, nodes=2, gpus_per_node=8, est_runtime_s=3600.0)
-    b.job(2, gpus=16, nodes=2, gpus_per_node=8, est_runtime_s=3600.0)
-    d = schedule(b.snapshot())
+    for j in range(1, n + 1):
+        b.job(j, gpus=16, nodes=2, gpus_per_node=8, est_runtime_s=3600.0)
+    return schedule(b.snapshot())
+
+
+def test_jobs_of_one_shape_decide_alike_in_a_round():
+    # Job 1 waits for L1 (as above); job 2, same shape, could still cross (n3 + n5) but waits too, with no plan of
+    # its own.
+    d = _three_leaves_two_node_jobs(2)
     assert d.placements == []
     assert d.pending_reasons[2] == "waiting for one leaf, as job 1 of the same shape does"
     assert d.stats["leaf_waits"] == 2
@@ -85,14 +90,7 @@ def test_the_jobs_behind_the_first_of_a_shape_wait_without_searching_again():
     # As above, with five more jobs of that shape: job 2 searches and waits behind job 1; jobs 3-7 are alike to job 2
     # in all its turn read, and its turn changed nothing, so they get its reason without a search of their own. At
     # 50,000 GPUs thousands of such jobs each searched again, and each made its pool's other turns be taken again.
-    b = fabric()
-    b.leaf("L3", ["n5", "n6"], {"S1": 1})
-    b.pool(1, "train")
-    b.pools = b.pools[-1:]
-    b.run(22, {"n6": list(range(8))}, started_at=b.now - 100, est_runtime_s=36000.0)
-    for j in range(1, 8):
-        b.job(j, gpus=16, nodes=2, gpus_per_node=8, est_runtime_s=3600.0)
-    d = schedule(b.snapshot())
+    d = _three_leaves_two_node_jobs(7)
     assert d.placements == []
     assert {d.pending_reasons[j] for j in range(2, 8)} == {"waiting for one leaf, as job 1 of the same shape does"}
     assert d.stats["leaf_waits"] == 7
