@@ -24,8 +24,7 @@ reservations) and undo it exactly.
 from __future__ import annotations
 
 from dataclasses import replace
-from itertools import compress, count, repeat
-from operator import and_, attrgetter, is_, is_not, not_
+from operator import attrgetter
 from typing import Any
 
 from scheduler.core import mig as miglib
@@ -47,8 +46,6 @@ _node_shape = attrgetter(
     "hostname", "schedulable", "storage", "nvlink_islands", "hca_gbps", "up", "cpu_milli", "memory_mib"
 )
 _gpu_shape = attrgetter("id", "index", "model", "memory_mib", "healthy", "nvlink_gbps")
-_job_id = attrgetter("request.id")
-_is_stopping = attrgetter("stopping")
 
 
 def _gpu_order(g: GpuSlot) -> tuple[int, int]:
@@ -464,43 +461,41 @@ class ClusterState:
         and the jobs per node are counted again on the nodes in `dirty` (a hold or release there, or a new state)
         and on those a job left or joined, in the snapshot's order of jobs, as a build counts them."""
         old_gpus, old_equiv, old_from, old_found = self.job_gpus, self.job_equiv, self._held_from, self.broken_found
-        # C passes over the 6,800 running jobs of a churn round, of which a few dozen changed: the adapters hand the
-        # same RunningJob while a job's rows are unchanged (scheduler.snapshot_from_db, synthetic.next_round), so
-        # the same object whose GPUs the round left held is kept as it is; only the others are looked at one by one.
-        rjs = snap.running
-        ids = list(map(_job_id, rjs))
-        running = dict(zip(ids, rjs, strict=True))
-        held_list = list(map(old_gpus.get, ids))
-        keep = list(map(and_, map(is_, map(self.running.get, ids), rjs), map(is_not, held_list, repeat(None))))
+        found: dict[int, str | None] = {}
+        running: dict[int, RunningJob] = {}
+        job_gpus: dict[int, list[tuple[GpuSlot, Share]]] = {}
+        job_equiv: dict[int, float] = {}
+        held_from: dict[int, tuple] = {}
+        stopping: set[int] = set()
         fresh: list[int] = []  # jobs read again
-        for i in compress(count(), map(not_, keep)):
-            rj, held = rjs[i], held_list[i]
+        for rj in snap.running:
             req = rj.request
-            was = old_from.get(req.id)
+            jid = req.id
+            running[jid] = rj
+            held = old_gpus.get(jid)
+            was = old_from.get(jid)
             if (
                 held is not None
                 and was[0] is rj.shares
                 and was[1] == req.host_cpu_milli
                 and was[2] == req.host_memory_mib
             ):
-                keep[i] = True
+                job_gpus[jid] = held
+                job_equiv[jid] = old_equiv[jid]
+                held_from[jid] = was
+                if jid in old_found:
+                    found[jid] = old_found[jid]
             else:
-                held_list[i] = None
-                fresh.append(req.id)
-        # In the snapshot's order, as a build makes them: a job read again has its place and its values below.
-        job_gpus: dict[int, list[tuple[GpuSlot, Share]]] = dict(zip(ids, held_list, strict=True))  # type: ignore[arg-type]
-        job_equiv: dict[int, float] = dict(zip(ids, map(old_equiv.get, ids, repeat(0.0)), strict=True))
-        for jid in fresh:
-            job_equiv[jid] = 0.0
-        kept_ids = list(compress(ids, keep))
-        held_from: dict[int, tuple] = dict(zip(kept_ids, map(old_from.__getitem__, kept_ids), strict=True))
-        with_found = list(compress(kept_ids, map(old_found.__contains__, kept_ids)))
-        found: dict[int, str | None] = dict(zip(with_found, map(old_found.__getitem__, with_found), strict=True))
-        stopping = set(compress(ids, map(_is_stopping, rjs)))
+                job_gpus[jid] = None  # type: ignore[assignment]  # its place in the order; read below
+                job_equiv[jid] = 0.0
+                fresh.append(jid)
+            if rj.stopping:
+                stopping.add(jid)
         # Nodes whose jobs changed: those a job left (gone, or read again) and those a job read again holds.
-        for held in compress(old_gpus.values(), map(is_not, map(job_gpus.get, old_gpus), old_gpus.values())):
-            for g, _ in held:
-                dirty.add(g.node)
+        for jid, held in old_gpus.items():
+            if job_gpus.get(jid) is not held:
+                for g, _ in held:
+                    dirty.add(g.node)
         gpus = self.gpus
         for jid in fresh:
             for sh in running[jid].shares:
@@ -509,6 +504,7 @@ class ClusterState:
                     dirty.add(g.node)
         # The dirty nodes' jobs before, kept, and those read again, in the snapshot's order.
         on_node = self.jobs_on_node
+        order = {jid: i for i, jid in enumerate(running)}
         kept_on: set[int] = set()  # kept jobs on dirty nodes
         for node in dirty:
             node.cpu_free, node.mem_free = node.cpu_cap, node.mem_cap
@@ -522,7 +518,7 @@ class ClusterState:
         self._held_from, self.stopping, self.broken_found = held_from, stopping, found
         # Jobs read again take their GPUs, host part and nodes as a build would; kept jobs on dirty nodes count
         # their host part and replicas there again. Together, in the snapshot's order (the order of each node's set).
-        redo = sorted([*kept_on, *fresh], key=dict(zip(running, count())).__getitem__) if kept_on or fresh else []
+        redo = sorted([*kept_on, *fresh], key=order.__getitem__)
         dirty_names = {node.name for node in dirty}
         for jid in redo:
             if job_gpus[jid] is None:
