@@ -170,7 +170,7 @@ CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=EMBEDDED
 ROUND_INTERVAL_S = env.float("ROUND_INTERVAL_S", 10.0)
 # Jobs a round starts at most (scheduler.core.types.Config.max_placements_per_round; 0: no limit). A round that
 # reaches it sends the next round at once: a cluster filling from empty does so in rounds of bounded time and locks.
-SCHEDULER_MAX_PLACEMENTS_PER_ROUND = env.int("SCHEDULER_MAX_PLACEMENTS_PER_ROUND", 2000)
+SCHEDULER_MAX_PLACEMENTS_PER_ROUND = env.int("SCHEDULER_MAX_PLACEMENTS_PER_ROUND", 1500)
 if SCHEDULER_MAX_PLACEMENTS_PER_ROUND < 0:
     raise ImproperlyConfigured(
         f"SCHEDULER_MAX_PLACEMENTS_PER_ROUND must be 0 (no limit) or more, not {SCHEDULER_MAX_PLACEMENTS_PER_ROUND}"

@@ -292,8 +292,10 @@ class Config:
     # Jobs started per round (0: no limit). A round that starts this many stops there: the jobs after them in line
     # wait for the next round, which follows at once. It bounds a round's time and locks when a cluster fills from
     # empty (the round writes each start's job, allocations and event rows), and the first jobs in line start
-    # sooner. Slurm bounds its passes alike (sched_max_job_start, bf_max_job_start, default_queue_depth).
-    max_placements_per_round: int = 2000
+    # sooner. Slurm bounds its passes alike (sched_max_job_start, bf_max_job_start, default_queue_depth). 1,500: at
+    # 10,000 GPUs such a round ends at its COMMIT within 0.5 s on a slow hour too, and the fill is no slower than in
+    # rounds of 2,000 (docs/scheduler.md, "A round's limit of starts").
+    max_placements_per_round: int = 1500
     preemption_grace_s: float = 120.0  # time victims get to checkpoint; a preemptor's reservation starts then
     # No thrashing (docs/scheduler.md): a job is not preempted before it has run this long since it (re)started
     # or moved. 5 min: Gavel's 6-min round lease, Slurm's PreemptExemptTime; with the default checkpoint and

@@ -11,7 +11,7 @@ Before the full rounds the process warms up for the cluster as a worker does bef
 (scheduler.rounds.warm_up: it reads the cluster and works out the engine's carry without the cluster's lock); its time
 is printed apart (`warm-up:`), as the snapshot's first load is.
 
-A round starts at most SCHEDULER_MAX_PLACEMENTS_PER_ROUND jobs (2,000): the cluster then fills in several full rounds,
+A round starts at most SCHEDULER_MAX_PLACEMENTS_PER_ROUND jobs (1,500): the cluster then fills in several full rounds,
 each followed by the next, and `--rounds` counts the full rounds besides those. `fill:` prints the rounds that placed
 until the cluster was full, their time together and their placements per second.
 
