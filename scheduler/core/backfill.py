@@ -18,12 +18,14 @@ points, so it can be a little later than the true earliest start; it is never ea
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
 
 from scheduler.core.placement import Candidate, JobCtx, Placer
-from scheduler.core.state import GpuSlot
-from scheduler.core.types import Share
+from scheduler.core.state import ClusterState, GpuSlot
+from scheduler.core.types import RunningJob, Share
 
 
 @dataclass(slots=True)
@@ -52,93 +54,184 @@ class HeldReservation:
 
 Ends = list[tuple[float, int, list[tuple[GpuSlot, Share]]]]  # (expected end, job id, its shares), in that order
 _END_THEN_ID = itemgetter(0, 1)
+_LAST_ID = float("inf")  # after every job id in a (time, id) key
+_MOST_SOON_S = 60.0  # a job past its estimate ends at most this long after now (see _term)
+_REBUILD_SHARE = 8  # a line rebuilt rather than updated when more than 1/8 of its jobs changed
 
 
-def running_ends(placer: Placer, ctx: JobCtx) -> Ends:
-    """The snapshot's running jobs on the eligible nodes of the job's partitions, by expected end (then id).
+def _term(rj: RunningJob, default_run: float) -> tuple:
+    """(the RunningJob, its end by its estimate, how soon after now it ends once past it): min(60 s, a quarter of its
+    estimate), so a short job that overran is not taken to hold its GPUs for another minute."""
+    est = rj.request.est_runtime_s
+    run = est if est is not None else default_run
+    return (rj, rj.started_at + run, min(_MOST_SOON_S, run / 4))
 
-    Within a round this changes only when a job starts stopping: the engine keeps it per partitions and number of
-    jobs stopping (`plan_reservation`'s `ends_cache`)."""
-    st = placer.state
-    on_node = st.jobs_on_node
-    jobs: set[int] = set()
-    for part in ctx.parts:
-        for node in part.nodes:
-            if node.eligible:
-                held = on_node.get(node.name)
-                if held:
-                    jobs.update(held)
-    # Each job's expected end: a job stopping ends after the grace period, another by its estimate (the default
-    # runtime without one); past it, soon but not at once (a minute, or a quarter of a short estimate).
-    running, job_gpus, stopping = st.running, st.job_gpus, st.stopping
+
+class EndsLine:
+    """The running jobs on the eligible nodes of one set of partitions, by their end by estimate (then id): what a
+    reservation plan walks in order of expected end, and mostly only its first few dozen. Kept with the cluster index
+    (ClusterState.ends_lines) from round to round and brought up to date by the jobs that changed
+    (ClusterState.running_changes), so that a round reads the jobs that end first without listing and sorting the
+    partitions' thousands of running jobs for each plan (`ordered_ends`)."""
+
+    __slots__ = ("epoch", "keys", "members", "part_ids")
+
+    def __init__(self, st: ClusterState, parts, part_ids: frozenset[int]) -> None:
+        self.part_ids = part_ids
+        self.epoch = st.running_epoch
+        on_node, running = st.jobs_on_node, st.running
+        jobs: set[int] = set()
+        for part in parts:
+            for node in part.nodes:
+                if node.eligible:
+                    held = on_node.get(node.name)
+                    if held:
+                        jobs.update(held)
+        terms = st.per_job("end_terms")
+        default_run = st.config.default_runtime_s
+        self.members: dict[int, float] = {}  # job -> its end by estimate (its key's time)
+        keys: list[tuple[float, int]] = []
+        for j in jobs:
+            rj = running.get(j)
+            if rj is None:
+                continue
+            t = terms.get(j)
+            if t is None or t[0] is not rj:
+                t = terms[j] = _term(rj, default_run)
+            self.members[j] = t[1]
+            keys.append((t[1], j))
+        keys.sort()
+        self.keys = keys
+
+    def update(self, st: ClusterState, changes: set[int]) -> None:
+        """Take out the jobs that changed and put back those of them that still run here, each in its place."""
+        members, keys = self.members, self.keys
+        running, job_gpus, part_ids = st.running, st.job_gpus, self.part_ids
+        terms = st.per_job("end_terms")
+        default_run = st.config.default_runtime_s
+        for j in changes:
+            end = members.pop(j, None)
+            if end is not None:
+                del keys[bisect_left(keys, (end, j))]
+        for j in changes:
+            rj = running.get(j)
+            held = job_gpus.get(j)
+            if rj is None or not held:
+                continue
+            for g, _ in held:
+                node = g.node
+                if node.eligible and node.part is not None and id(node.part) in part_ids:
+                    break
+            else:
+                continue
+            t = terms.get(j)
+            if t is None or t[0] is not rj:
+                t = terms[j] = _term(rj, default_run)
+            members[j] = t[1]
+            insort(keys, (t[1], j))
+        self.epoch = st.running_epoch
+
+
+def ends_line(st: ClusterState, parts) -> EndsLine:
+    """The kept EndsLine of these partitions, brought to this round's running jobs (built where none is kept, or where
+    the last round did not use it or most of its jobs changed)."""
+    part_ids = frozenset(map(id, parts))
+    line = st.ends_lines.get(part_ids)
+    if line is not None and line.epoch != st.running_epoch:
+        changes = st.running_changes()
+        if line.epoch != st.running_epoch - 1 or len(changes) * _REBUILD_SHARE > len(line.members):
+            line = None
+        else:
+            line.update(st, changes)
+    if line is None:
+        line = st.ends_lines[part_ids] = EndsLine(st, parts, part_ids)
+    return line
+
+
+def ordered_ends(st: ClusterState, line: EndsLine, extra: Ends = ()) -> Iterator[tuple[float, int, list]]:
+    """The line's running jobs by expected end, then id, with their shares, merged with `extra` (jobs started this
+    round, sorted alike): a stopping job ends after the grace period, another by its estimate (the default runtime
+    without one), or, past it, soon (`_term`) after now.
+
+    Only the line's head is worked out and sorted: the jobs that end by their estimate before now + 60 s (those past
+    it among them), or before a stopping job's end, and the stopping jobs. Any later job ends by its estimate, after
+    all of those, in the line's own order."""
+    running, stopping, job_gpus = st.running, st.stopping, st.job_gpus
     now = st.now
     stopping_end = now + st.config.preemption_grace_s
-    default_run = st.config.default_runtime_s
-    # Per job, while it is the same RunningJob: (it, its end by its estimate, how soon after now it ends past it),
-    # kept with the state (ClusterState.end_terms): its request read again only when it changed.
+    members = line.members
+    stops = [j for j in stopping if j in members and j in running]
+    cut = now + _MOST_SOON_S
+    if stops and stopping_end > cut:
+        cut = stopping_end
+    keys = line.keys
+    k = bisect_right(keys, (cut, _LAST_ID))
     terms = st.per_job("end_terms")
-    ends: Ends = []
-    for j in jobs:
+    default_run = st.config.default_runtime_s
+    head: list[tuple[float, int]] = []
+    for _, j in keys[:k]:
+        if j in stopping:
+            continue
         rj = running.get(j)
         if rj is None:
             continue
-        if j in stopping:
-            end = stopping_end
-        else:
-            t = terms.get(j)
-            if t is None or t[0] is not rj:
-                est = rj.request.est_runtime_s
-                run = est if est is not None else default_run
-                t = terms[j] = (rj, rj.started_at + run, min(60.0, run / 4))
-            end, soon = t[1], now + t[2]
-            if end < soon:  # max(end by estimate, soon)
-                end = soon
-        ends.append((end, j, job_gpus.get(j, [])))
-    ends.sort()  # (end, id): ids are unique, so the shares are never compared
-    return ends
+        t = terms.get(j)
+        if t is None or t[0] is not rj:
+            t = terms[j] = _term(rj, default_run)
+        end, soon = t[1], now + t[2]
+        if end < soon:  # max(end by estimate, soon)
+            end = soon
+        head.append((end, j))
+    head.extend((stopping_end, j) for j in stops)
+    head.sort()
+    b, nb = 0, len(extra)
+    for part in (head, keys[k:]):
+        for end, j in part:
+            if part is not head and (j in stopping or j not in running):
+                continue
+            while b < nb and (extra[b][0], extra[b][1]) < (end, j):
+                yield extra[b]
+                b += 1
+            yield (end, j, job_gpus.get(j, []))
+    yield from extra[b:]
 
 
 def plan_reservation(
     placer: Placer,
     ctx: JobCtx,
     started: dict[int, tuple[float, list[tuple[GpuSlot, Share]]]] | None = None,
-    ends_cache: dict[tuple, Ends] | None = None,
 ) -> tuple[float, Candidate] | None:
     """(start time, placement) of the blocked job once enough running jobs have ended, or None.
-    `started`: jobs placed earlier in this round, job id -> (expected end, shares); they end too.
-    `ends_cache`: the round's `running_ends` so far, by (partitions, jobs stopping)."""
+    `started`: jobs placed earlier in this round, job id -> (expected end, shares); they end too."""
     st = placer.state
-    part_ids = {id(p) for p in ctx.parts}
-    key = (frozenset(part_ids), len(st.stopping))  # stopping only grows during a round's placement phase
-    ends = ends_cache.get(key) if ends_cache is not None else None
-    if ends is None:
-        ends = running_ends(placer, ctx)
-        if ends_cache is not None:
-            ends_cache[key] = ends
+    line = ends_line(st, ctx.parts)
+    part_ids = line.part_ids
     extra = [
         (end, jid, held)
         for jid, (end, held) in (started or {}).items()
         if any(g.node.part is not None and id(g.node.part) in part_ids for g, _ in held)
     ]
-    if extra:
-        ends = ends + extra  # a copy: the kept list stays the snapshot's
-        ends.sort(key=_END_THEN_ID)
-    if not ends:
+    extra.sort(key=_END_THEN_ID)
+    ends = ordered_ends(st, line, extra)
+    nxt = next(ends, None)
+    if nxt is None:
         return None
     mark = st.journal()
     try:
         probes = 0
         limit = st.config.backfill_probes
         n = ctx.n
-        # Every job listed holds a GPU in the job's partitions (running_ends walks their nodes; `extra` is filtered),
+        # Every job listed holds a GPU in the job's partitions (the line holds only such jobs; `extra` is filtered),
         # so each release may be the one that lets it fit.
         release = st.release
-        for i, (end, _, held) in enumerate(ends):
+        while nxt is not None:
+            end, _, held = nxt
+            nxt = next(ends, None)
             for g, sh in held:
                 release(g, sh)
             if ctx.sharing == "exclusive" and sum(p.free_total for p in ctx.parts) < n:
                 continue
-            last = i == len(ends) - 1
+            last = nxt is None
             if probes >= limit and not last:
                 continue
             probes += 1
@@ -147,11 +240,13 @@ def plan_reservation(
                 return end, cand
             if probes >= limit:
                 # Release the rest and try once more: the reservation is then at the last end.
-                for _, _, held2 in ends[i + 1 :]:
-                    for g, sh in held2:
-                        st.release(g, sh)
+                while nxt is not None:
+                    end, _, held = nxt
+                    nxt = next(ends, None)
+                    for g, sh in held:
+                        release(g, sh)
                 cand = placer.find(ctx)
-                return (ends[-1][0], cand) if cand is not None else None
+                return (end, cand) if cand is not None else None
         return None
     finally:
         st.rollback(mark)

@@ -128,7 +128,6 @@ class _Round:
         }
         self._min_run_wait: dict[int, float] = {}  # job -> seconds until the victims it needs may be preempted
         self._claim_blocks: list = []  # claimed GPUs blocked at the end of the placement phase
-        self._res_ends: dict = {}  # backfill.running_ends by (partitions, jobs stopping), for this round
         self._said: list[str | None] = []  # Decisions.queue_reasons, filled by the placement loop
         self._turned: list[int] = []  # the places in it of the jobs whose turn was taken (not remembered)
 
@@ -311,17 +310,8 @@ class _Round:
                 req = rj.request
                 requeued.append(replace(req, attained_gpu_s=rj.attained_at(st.now)) if rj.serving_since else req)
             st.release_job(jid)
-            self._forget(jid)
+            st.drop_running(jid)
         return requeued
-
-    def _forget(self, jid: int) -> None:
-        st = self.state
-        for g, _ in st.job_gpus.pop(jid, ()):
-            s = st.jobs_on_node.get(g.node.name)
-            if s is not None:
-                s.discard(jid)
-        st.running.pop(jid, None)
-        st.stopping.discard(jid)
 
     # ------------------------------------------------------------------ placement loop
 
@@ -595,7 +585,7 @@ class _Round:
                     trivial = False
                     res_tried[pool] = tried + 1
                     res_tried_keys.add(key)
-                    planned = plan_reservation(placer, ctx, self.started, self._res_ends)
+                    planned = plan_reservation(placer, ctx, self.started)
                     if planned is not None:
                         start_at, cand = planned
                         held = hold_reservation(placer, jid, start_at, cand, pool)
@@ -960,7 +950,7 @@ class _Round:
         plans[key] = None
         leaf = placer.reprice(ctx, job)
         leaf.require = "leaf"
-        planned = plan_reservation(placer, leaf, self.started, self._res_ends)
+        planned = plan_reservation(placer, leaf, self.started)
         if planned is None:
             return None
         start_at, lcand = planned

@@ -24,7 +24,8 @@ reservations) and undo it exactly.
 from __future__ import annotations
 
 from dataclasses import replace
-from operator import attrgetter
+from itertools import compress
+from operator import attrgetter, is_not
 from typing import Any
 
 from scheduler.core import mig as miglib
@@ -320,13 +321,20 @@ class ClusterState:
         # preemption index (preemption.VictimClasses). A kept index keeps a job's list while its GPUs are unchanged,
         # and nodes, partitions and eligibility while it is kept: the counts of the same list stand.
         self.held_nodes: dict[int, tuple[list, tuple]] = {}
-        # Running job -> (its RunningJob, started + expected run, min(60 s, run / 4)): backfill.running_ends' terms,
+        # Running job -> (its RunningJob, started + expected run, min(60 s, run / 4)): backfill._term,
         # worked out again for a job whose RunningJob changed (a build or a new config starts a new state).
         self.end_terms: dict[int, tuple] = {}
         # Per running job, while its held GPUs are the same list: the ring RingLoad counts (None: one node), and the
         # layout the rebalance pass reads (migration._layout).
         self.rings: dict[int, tuple] = {}
         self.layouts: dict[int, tuple] = {}
+        # The running jobs of each set of partitions by expected end (backfill.EndsLine), by the partitions' ids: kept
+        # from round to round and brought up to date by `running_changes`, the jobs that came, went or changed.
+        self.ends_lines: dict[frozenset[int], Any] = {}
+        self.running_epoch = 0  # snapshots this index was brought to (advance)
+        self.dropped: list[int] = []  # running jobs this round dropped (drop_running): changes for the next one
+        self._running_before: tuple | None = None  # (running, fresh jobs, dropped) before the last advance
+        self._changes: set[int] | None = None
         self._build(snapshot)
         self._built_warnings = list(self.warnings)
 
@@ -461,6 +469,7 @@ class ClusterState:
         and the jobs per node are counted again on the nodes in `dirty` (a hold or release there, or a new state)
         and on those a job left or joined, in the snapshot's order of jobs, as a build counts them."""
         old_gpus, old_equiv, old_from, old_found = self.job_gpus, self.job_equiv, self._held_from, self.broken_found
+        old_running = self.running
         found: dict[int, str | None] = {}
         running: dict[int, RunningJob] = {}
         job_gpus: dict[int, list[tuple[GpuSlot, Share]]] = {}
@@ -516,6 +525,9 @@ class ClusterState:
                 kept_on.update(jid for jid in had if (h := job_gpus.get(jid)) is not None and h is old_gpus.get(jid))
         self.running, self.job_gpus, self.job_equiv = running, job_gpus, job_equiv
         self._held_from, self.stopping, self.broken_found = held_from, stopping, found
+        self._running_before, self._changes = (old_running, fresh, self.dropped), None
+        self.dropped = []
+        self.running_epoch += 1
         # Jobs read again take their GPUs, host part and nodes as a build would; kept jobs on dirty nodes count
         # their host part and replicas there again. Together, in the snapshot's order (the order of each node's set).
         redo = sorted([*kept_on, *fresh], key=order.__getitem__)
@@ -844,6 +856,35 @@ class ClusterState:
             )
         part = g.node.part
         return not (g.mps_pct or g.mps_mem or g.mig_mask) and g.ts_used < (part.replicas if part else 1)
+
+    def running_changes(self) -> set[int]:
+        """The running jobs that may not be what they were at the last snapshot: gone, new, their GPUs read again, a
+        new RunningJob, or dropped by the last round (`drop_running`). What a structure kept over the running jobs
+        from that snapshot (backfill.EndsLine) takes out and reads again; empty for an index built afresh."""
+        if self._changes is None:
+            if self._running_before is None:
+                self._changes = set()
+            else:
+                before, fresh, dropped = self._running_before
+                now = self.running
+                ids = list(now)
+                changed = set(compress(ids, map(is_not, map(before.get, ids), now.values())))
+                changed.update(before.keys() - now.keys())
+                changed.update(fresh)
+                changed.update(dropped)
+                self._changes = changed
+        return self._changes
+
+    def drop_running(self, jid: int) -> None:
+        """Take a running job out of the index for the rest of the round (a failed or requeued job, its GPUs
+        released): it holds nothing and runs on no node."""
+        for g, _ in self.job_gpus.pop(jid, ()):
+            s = self.jobs_on_node.get(g.node.name)
+            if s is not None:
+                s.discard(jid)
+        self.running.pop(jid, None)
+        self.stopping.discard(jid)
+        self.dropped.append(jid)
 
     def release_job(self, job_id: int) -> None:
         for g, sh in self.job_gpus.get(job_id, ()):
