@@ -533,3 +533,12 @@ def test_victim_classes_count_a_job_again_where_the_state_gave_it_other_gpus():
     # Job 20 now on n2 (as ClusterState.advance hands a job whose shares changed: another list).
     st.job_gpus[20] = [(g, sh) for (_, sh), g in zip(st.job_gpus[20], n2.gpus[:2], strict=True)]
     assert victim_classes(st).classes[(1, 10, False, "t", False)] == {id(part): {n2: {20: 2}}}
+
+
+def test_a_gang_counts_a_node_free_already_beside_a_node_to_clear():
+    # A node free already has no victims and costs nothing: it is one of the gang's nodes, and its leaf wins.
+    b = full_leaves([10, 10, 10, 10])
+    b.running = [rj for rj in b.running if rj.request.id != 20]  # n1 (leaf L1) free
+    for g in range(8):
+        b.set_gpu("n1", g, exclusive_job=None)
+    assert plan(b, b.job(1, gpus=16)) == [21]  # n1 + n2, not n3 + n4 (two victims)
