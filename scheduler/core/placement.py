@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from itertools import compress
 from typing import Any
 
 from scheduler.core import reasons
@@ -408,15 +409,21 @@ class Placer:
         fixed = not ctx.flex
         N, k = (ctx.N, ctx.k) if fixed else (math.ceil(n / G), 0)
         limit = self.config.domain_candidates
-        groups = [g for g in part.gbuckets if g >= 0 or self._reachable_group(part, g)]
+        groups, by_pod, domains = self._domains(part)
+        if domains < 0:  # nodes without a leaf group: they count where one of them with a GPU free is reachable
+            groups = [g for g in groups if g >= 0 or self._reachable_group(part, g)]
+            domains = -domains - 1 + sum(1 for g in groups if g < 0)
+        # The groups with a GPU free: in a full cluster few of them, and a group without one adds nothing at any level.
+        gfree = part.gfree
+        live = list(compress(groups, map(gfree.__getitem__, groups)))
 
         def capacity(g: int) -> int:
-            return part.nodes_with_at_least(g, k) if fixed else part.gfree[g]
+            return part.nodes_with_at_least(g, k) if fixed else gfree[g]
 
         need = N if fixed else n
         best: Candidate | None = None
         # Leaf level.
-        feasible = [g for g in groups if g >= 0 and capacity(g) >= need]
+        feasible = [g for g in live if g >= 0 and capacity(g) >= need]
         if ctx.D > 0:
             order = {g: i for i, g in enumerate(self._groups_by_dataset(ctx, part))}
             feasible.sort(key=lambda g: order[g])
@@ -430,12 +437,12 @@ class Placer:
         if ctx.require == "leaf":
             return None
         # Pod level.
-        by_pod: dict[int, list[int]] = {}
-        for g in groups:
-            if g >= 0:
-                by_pod.setdefault(st.topo.groups[g].pod, []).append(g)
-        pods = [(sum(capacity(g) for g in gs), p, gs) for p, gs in by_pod.items() if p >= 0 and len(gs) > 1]
-        pods = [t for t in pods if t[0] >= need]
+        pods = []
+        for p, gs in by_pod:
+            gs = list(compress(gs, map(gfree.__getitem__, gs)))
+            room = sum(map(capacity, gs))
+            if room >= need:
+                pods.append((room, p, gs))
         pods.sort(key=lambda t: (t[0], t[1]))
         for _, _, gs in pods[:limit]:
             gs = sorted(gs, key=lambda g: (-capacity(g), st.oeff(g), g))
@@ -446,11 +453,26 @@ class Placer:
         if ctx.require == "pod":
             return best
         # Whole fabric: fill from the groups with most room (fewest groups spanned).
-        if sum(capacity(g) for g in groups) >= need and len(by_pod) + sum(1 for g in groups if g < 0) > 1:
-            gs = sorted(groups, key=lambda g: (-capacity(g), st.oeff(g), g))
+        if domains > 1 and sum(map(capacity, live)) >= need:
+            gs = sorted(live, key=lambda g: (-capacity(g), st.oeff(g), g))
             for picks in self._picks_from(ctx, part, gs, fixed, N, k):
                 best = self._better(best, self._eval(ctx, part, picks))
         return best
+
+    def _domains(self, part: Partition) -> tuple[list[int], list[tuple[int, list[int]]], int]:
+        """The partition's groups, in their order (leaf groups, and the nodes without one as negative groups), its
+        pods of more than one leaf group with their groups, and the number of pods; that number as -1 - it where there
+        are groups of nodes without a leaf (which count only while one of their nodes with a GPU free is reachable)."""
+        if part.domains is None:
+            groups = list(part.gbuckets)
+            by_pod: dict[int, list[int]] = {}
+            for g in groups:
+                if g >= 0:
+                    by_pod.setdefault(self.state.topo.groups[g].pod, []).append(g)
+            pods = [(p, gs) for p, gs in by_pod.items() if p >= 0 and len(gs) > 1]
+            n = len(by_pod)
+            part.domains = (groups, pods, -1 - n if any(g < 0 for g in groups) else n)
+        return part.domains
 
     def _reachable_group(self, part: Partition, g: int) -> bool:
         lst = part.gbuckets.get(g)

@@ -221,6 +221,7 @@ class Partition:
         "G",
         "buckets",
         "cap_total",
+        "domains",
         "free_total",
         "gbuckets",
         "gcap",
@@ -262,6 +263,9 @@ class Partition:
         self.gcap: dict[int, int] = {}
         self.free_total = 0
         self.cap_total = 0  # healthy GPUs on eligible nodes
+        # The leaf groups a multi-node placement may span and the pods over them (placement.Placer._domains): fixed
+        # while the index is kept (nodes, partitions and the fabric with it).
+        self.domains: tuple | None = None
         self.nominal_net = 0.0
         self.profiles = miglib.profiles_for(model, memory_mib) if pool.sharing == "mig" else {}
         self.mps_b: list[dict[GpuSlot, None]] = [{} for _ in range(101)] if pool.sharing == "mps" else []

@@ -22,7 +22,8 @@ def _names(bucket) -> list:
 
 
 def _partition(p: Partition) -> dict:
-    out = _slots(p, skip=("nodes", "buckets", "gbuckets", "mps_b", "mig_b", "ts_b", "gfree", "gcap"))
+    # `domains` is a memo of the groups (gbuckets' keys, compared) and their pods, made at a placement's first look.
+    out = _slots(p, skip=("nodes", "buckets", "gbuckets", "mps_b", "mig_b", "ts_b", "gfree", "gcap", "domains"))
     out["nodes"] = _names(p.nodes)
     out["buckets"] = [_names(b) for b in p.buckets]
     out["gbuckets"] = [(grp, [_names(b) for b in lst]) for grp, lst in p.gbuckets.items()]
