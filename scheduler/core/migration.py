@@ -107,6 +107,63 @@ def _trigger(st: ClusterState, rj: RunningJob) -> tuple[int, str] | None:
     return None
 
 
+def _may_trigger(st: ClusterState, rj: RunningJob) -> bool:
+    """Whether `_trigger` can ever ask to move the job while it holds these GPUs: on several nodes, near its dataset,
+    sharing its GPUs by MPS or time slices, or an exclusive job on one node across NVLink islands when it could fit in
+    one. What decides it changes only with the job's GPUs (`_layout`) and its request."""
+    held = st.job_gpus.get(rj.request.id)
+    if not held:
+        return False
+    req = rj.request
+    if req.dataset_node is not None and req.workload == "data-intensive":
+        return True
+    if req.sharing in ("mps", "timeslice"):
+        return True
+    kept = st.layouts.get(req.id)
+    if kept is None or kept[0] is not held:
+        kept = st.layouts[req.id] = (held, _layout(st, held))
+    masks, multi = kept[1][0], kept[1][1]
+    if multi:
+        return True
+    if req.sharing != "exclusive":
+        return False
+    node0 = next(iter(masks))
+    island = node0.part.max_island if node0.part else 1
+    return len(held) <= island and node0.island_count(masks[node0]) > 1
+
+
+class MoveWatch:
+    """The running jobs `_may_trigger` says a move may be asked for, kept with the cluster index from round to round
+    (ClusterState.move_watch) and brought up to date by the jobs that changed (ClusterState.running_changes): most
+    running jobs (one node, one island) never trigger a move, and the rebalance pass asks only these."""
+
+    __slots__ = ("epoch", "jobs")
+
+    def __init__(self, st: ClusterState) -> None:
+        self.epoch = st.running_epoch
+        self.jobs: set[int] = {jid for jid, rj in st.running.items() if _may_trigger(st, rj)}
+
+    @staticmethod
+    def of(st: ClusterState) -> set[int]:
+        """The watched jobs for the state's running jobs now (some may have been dropped this round since)."""
+        watch = st.move_watch
+        if watch is not None and watch.epoch != st.running_epoch:
+            changes = st.running_changes()
+            if watch.epoch != st.running_epoch - 1 or len(changes) * 8 > len(st.running):
+                watch = None
+            else:
+                jobs, running = watch.jobs, st.running
+                for jid in changes:
+                    jobs.discard(jid)
+                    rj = running.get(jid)
+                    if rj is not None and _may_trigger(st, rj):
+                        jobs.add(jid)
+                watch.epoch = st.running_epoch
+        if watch is None:
+            watch = st.move_watch = MoveWatch(st)
+        return watch.jobs
+
+
 class _OwnTraffic:
     """Temporarily credit a job's own share of the load back to its GPUs, nodes and leaves (module doc):
     an exclusive GPU's utilisation is the job's own; on a shared GPU its own part is its MPS percentage
@@ -191,8 +248,11 @@ def plan_migrations(
     hold_down = max(cfg.migration_hold_down_s, cfg.preemption_min_run_s)
     st.per_job("layouts")  # the memo _trigger reads, started again if jobs gone since could outnumber those running
     triggered: list[tuple[int, int, RunningJob, str]] = []
-    for jid, rj in st.running.items():
-        if jid in st.stopping or jid in exclude or not rj.request.movable:
+    running = st.running
+    # Only the jobs a trigger may fire for, in any order: the triggered are sorted by (kind, job) below.
+    for jid in MoveWatch.of(st):
+        rj = running.get(jid)
+        if rj is None or jid in st.stopping or jid in exclude or not rj.request.movable:
             continue
         last = rj.last_migrated_at if rj.last_migrated_at is not None else rj.started_at
         if now - last < hold_down:

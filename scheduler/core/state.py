@@ -335,6 +335,8 @@ class ClusterState:
         # The running jobs of each set of partitions by expected end (backfill.EndsLine), by the partitions' ids: kept
         # from round to round and brought up to date by `running_changes`, the jobs that came, went or changed.
         self.ends_lines: dict[frozenset[int], Any] = {}
+        # The running jobs a move may be asked for (migration.MoveWatch), kept and brought up to date alike.
+        self.move_watch: Any = None
         self.running_epoch = 0  # snapshots this index was brought to (advance)
         self.dropped: list[int] = []  # running jobs this round dropped (drop_running): changes for the next one
         self._running_before: tuple | None = None  # (running, fresh jobs, dropped) before the last advance
