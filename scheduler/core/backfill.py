@@ -67,6 +67,14 @@ def _term(rj: RunningJob, default_run: float) -> tuple:
     return (rj, rj.started_at + run, min(_MOST_SOON_S, run / 4))
 
 
+def _term_of(terms: dict[int, tuple], j: int, rj: RunningJob, default_run: float) -> tuple:
+    """The job's `_term` from the memo (ClusterState.end_terms), worked out again where its RunningJob changed."""
+    t = terms.get(j)
+    if t is None or t[0] is not rj:
+        t = terms[j] = _term(rj, default_run)
+    return t
+
+
 class EndsLine:
     """The running jobs on the eligible nodes of one set of partitions, by their end by estimate (then id): what a
     reservation plan walks in order of expected end, and mostly only its first few dozen. Kept with the cluster index
@@ -95,9 +103,7 @@ class EndsLine:
             rj = running.get(j)
             if rj is None:
                 continue
-            t = terms.get(j)
-            if t is None or t[0] is not rj:
-                t = terms[j] = _term(rj, default_run)
+            t = _term_of(terms, j, rj, default_run)
             self.members[j] = t[1]
             keys.append((t[1], j))
         keys.sort()
@@ -124,9 +130,7 @@ class EndsLine:
                     break
             else:
                 continue
-            t = terms.get(j)
-            if t is None or t[0] is not rj:
-                t = terms[j] = _term(rj, default_run)
+            t = _term_of(terms, j, rj, default_run)
             members[j] = t[1]
             insort(keys, (t[1], j))
         self.epoch = st.running_epoch
@@ -137,11 +141,11 @@ def ends_line(st: ClusterState, parts) -> EndsLine:
     the last round did not use it or most of its jobs changed)."""
     part_ids = frozenset(map(id, parts))
     line = st.ends_lines.get(part_ids)
-    if line is not None and line.epoch != st.running_epoch:
-        changes = st.running_changes()
-        if line.epoch != st.running_epoch - 1 or len(changes) * _REBUILD_SHARE > len(line.members):
+    if line is not None:
+        changes = st.changes_since(line.epoch, len(line.members), _REBUILD_SHARE)
+        if changes is None:
             line = None
-        else:
+        elif changes:
             line.update(st, changes)
     if line is None:
         line = st.ends_lines[part_ids] = EndsLine(st, parts, part_ids)
@@ -175,9 +179,7 @@ def ordered_ends(st: ClusterState, line: EndsLine, extra: Ends = ()) -> Iterator
         rj = running.get(j)
         if rj is None:
             continue
-        t = terms.get(j)
-        if t is None or t[0] is not rj:
-            t = terms[j] = _term(rj, default_run)
+        t = _term_of(terms, j, rj, default_run)
         end, soon = t[1], now + t[2]
         if end < soon:  # max(end by estimate, soon)
             end = soon

@@ -147,11 +147,11 @@ class MoveWatch:
     def of(st: ClusterState) -> set[int]:
         """The watched jobs for the state's running jobs now (some may have been dropped this round since)."""
         watch = st.move_watch
-        if watch is not None and watch.epoch != st.running_epoch:
-            changes = st.running_changes()
-            if watch.epoch != st.running_epoch - 1 or len(changes) * 8 > len(st.running):
+        if watch is not None:
+            changes = st.changes_since(watch.epoch, len(st.running))
+            if changes is None:
                 watch = None
-            else:
+            elif changes:
                 jobs, running = watch.jobs, st.running
                 for jid in changes:
                     jobs.discard(jid)

@@ -409,10 +409,10 @@ class Placer:
         fixed = not ctx.flex
         N, k = (ctx.N, ctx.k) if fixed else (math.ceil(n / G), 0)
         limit = self.config.domain_candidates
-        groups, by_pod, domains = self._domains(part)
-        if domains < 0:  # nodes without a leaf group: they count where one of them with a GPU free is reachable
+        groups, by_pod, domains, ungrouped = self._domains(part)
+        if ungrouped:  # nodes without a leaf group: they count where one of them with a GPU free is reachable
             groups = [g for g in groups if g >= 0 or self._reachable_group(part, g)]
-            domains = -domains - 1 + sum(1 for g in groups if g < 0)
+            domains += sum(1 for g in groups if g < 0)
         # The groups with a GPU free: in a full cluster few of them, and a group without one adds nothing at any level.
         gfree = part.gfree
         live = list(compress(groups, map(gfree.__getitem__, groups)))
@@ -459,10 +459,10 @@ class Placer:
                 best = self._better(best, self._eval(ctx, part, picks))
         return best
 
-    def _domains(self, part: Partition) -> tuple[list[int], list[tuple[int, list[int]]], int]:
+    def _domains(self, part: Partition) -> tuple[list[int], list[tuple[int, list[int]]], int, bool]:
         """The partition's groups, in their order (leaf groups, and the nodes without one as negative groups), its
-        pods of more than one leaf group with their groups, and the number of pods; that number as -1 - it where there
-        are groups of nodes without a leaf (which count only while one of their nodes with a GPU free is reachable)."""
+        pods of more than one leaf group with their groups, the number of pods, and whether it has nodes without a
+        leaf (their groups count only while one of their nodes with a GPU free is reachable)."""
         if part.domains is None:
             groups = list(part.gbuckets)
             by_pod: dict[int, list[int]] = {}
@@ -470,8 +470,7 @@ class Placer:
                 if g >= 0:
                     by_pod.setdefault(self.state.topo.groups[g].pod, []).append(g)
             pods = [(p, gs) for p, gs in by_pod.items() if p >= 0 and len(gs) > 1]
-            n = len(by_pod)
-            part.domains = (groups, pods, -1 - n if any(g < 0 for g in groups) else n)
+            part.domains = (groups, pods, len(by_pod), any(g < 0 for g in groups))
         return part.domains
 
     def _reachable_group(self, part: Partition, g: int) -> bool:

@@ -881,6 +881,17 @@ class ClusterState:
                 self._changes = changed
         return self._changes
 
+    def changes_since(self, epoch: int, size: int, share: int = 8) -> set[int] | None:
+        """For a structure kept over the running jobs, last brought up to date at `epoch` and holding `size` of them:
+        the jobs it must read again (none while it is up to date), or None where building it afresh is the better
+        way (it is more than one snapshot behind, or more than 1 / `share` of its size changed)."""
+        if epoch == self.running_epoch:
+            return set()
+        changes = self.running_changes()
+        if epoch != self.running_epoch - 1 or len(changes) * share > size:
+            return None
+        return changes
+
     def drop_running(self, jid: int) -> None:
         """Take a running job out of the index for the rest of the round (a failed or requeued job, its GPUs
         released): it holds nothing and runs on no node."""
