@@ -46,6 +46,9 @@ from scheduler.core.types import Decisions, JobRequest, PendingReasons, Preempti
 
 DEFAULT_POLICY = PriorityFairSharePolicy()
 _RESERVATION_TRIES = 4  # reservation plans per pool and round (each walks the pool's running jobs)
+# How far a turn of the placement loop changed what other turns read: nothing, its tenant's quota and its pool's
+# capacity, its pool, every pool (_Round._place_all's `forget`).
+_CHANGED_NOTHING, _CHANGED_TENANT, _CHANGED_POOL, _CHANGED_ALL = range(4)
 _MAX_TURN_SIGNATURES = 1 << 16  # a carry's table of turn signatures starts again beyond this many
 
 
@@ -404,6 +407,8 @@ class _Round:
             """The round may still try a preemption."""
             return counters["preemption_attempts"] < max_attempts and counters["victims"] < max_victims
 
+        reach = [_CHANGED_NOTHING]  # how far the last turn changed what turns read (`forget`)
+
         def process(job: JobRequest, cacheable: bool, key: tuple) -> tuple[str, str | None] | None:
             """One job's turn. `cacheable`: its outcome may stand for its equivalence class (False for a
             job kept off some GPUs, which fails where its class would not); `key`: its feasibility key.
@@ -458,6 +463,7 @@ class _Round:
                     reasons_out[jid] = msg
                     if not backfill:
                         pool_blocker.setdefault(pool, jid)
+                    reach[0] = _CHANGED_ALL
                     return None
                 note0 = self._min_run_wait.pop(jid, None)
                 if note0 is not None:
@@ -497,6 +503,7 @@ class _Round:
                         r.rehold(placer)
                     if cand is not None:
                         counters["placed_backfill_window"] += 1
+                        reach[0] = _CHANGED_TENANT
                         return None
                 if cand is not None and cand.level >= LEVEL_POD_GROUP and cfg.leaf_wait and not ctx.require:
                     waited = self._leaf_wait(job, ctx, cand, leaf_waits, multi_waiting.get(pool, 0))
@@ -512,9 +519,11 @@ class _Round:
                         pool_res.setdefault(pool, []).append(held)
                         res_start[pool] = min(r.start_at for r in pool_res[pool])
                         leaf_held.add(jid)
+                        reach[0] = _CHANGED_POOL
                         return None
                 if cand is not None:
                     self._place(job, ctx, cand, verdict)
+                    reach[0] = _CHANGED_TENANT
                     return None
                 reason = placer.fail_reason(ctx)
                 if res_list and not short:
@@ -548,6 +557,7 @@ class _Round:
                         reasons_out[jid] = reasons.waiting_for_stopping(reason)
                         if not backfill:
                             pool_blocker.setdefault(pool, jid)
+                        reach[0] = _CHANGED_POOL
                         return None
                 pkey = (key, prio, verdict.in_quota, job.tenant, floor)
                 if pkey not in preempt_fail:
@@ -565,6 +575,7 @@ class _Round:
                         reasons_out[jid] = msg
                         if not backfill:
                             pool_blocker.setdefault(pool, jid)
+                        reach[0] = _CHANGED_ALL
                         return None
                     note = self._min_run_wait.pop(jid, None)
                     if cacheable:
@@ -583,6 +594,7 @@ class _Round:
                     and sum(1 for r in lst if r.job_id not in leaf_held) < cfg.reservations_per_pool
                 ):
                     trivial = False
+                    reach[0] = _CHANGED_POOL
                     res_tried[pool] = tried + 1
                     res_tried_keys.add(key)
                     planned = plan_reservation(placer, ctx, self.started)
@@ -598,6 +610,7 @@ class _Round:
                         reason = reasons.reserved(reason, start_at - now)
             elif pool not in pool_blocker:
                 trivial = False
+                reach[0] = _CHANGED_POOL
                 pool_blocker[pool] = jid
             reason = reasons_out[jid] = reason if note is None else reasons.min_run_wait(reason, note)
             return (reason, "class_skips") if trivial else None
@@ -623,30 +636,46 @@ class _Round:
         started = self.started
         # Turns that changed nothing, by what they read: most of a long queue waits behind a full cluster, and
         # a job alike in all of it to one of them gets its reason and counter without the turn. A turn that
-        # changed something (a search, a placement, a reservation) changed its own pool only: capacity, quotas,
-        # reservations and the class caches are per pool; the remembered turns of that pool are forgotten. A
-        # preemption try spends the round's budget, which every pool's turns read: all are forgotten.
+        # changed something says how far (`reach`), and the remembered turns it may have changed are forgotten:
+        # - a placement: its pool's capacity and its tenant's quota there. A remembered turn read capacity only when
+        #   it waited for one leaf (the others failed a search, whose answer stands for the round, or never searched);
+        #   its tenant's turns of that pool read the quota;
+        # - a reservation, a held leaf or a pool's blocker: its pool (reservations and the class caches are per pool);
+        # - a preemption: every pool's turns (its victims' tenants' quotas, the round's budget);
+        # - a search that failed, or a preemption try that did: nothing another turn read, but the round's budget,
+        #   which every pool's turns read once it is spent.
         ended: dict[int, tuple[str, str | None]] = {}
         remember = self.remember_turns
         pool_of = [t[0][0] for t in turns]
-        # The signatures remembered per pool since it last forgot: forgetting costs what was remembered, not a walk
-        # of every pool's turns (a round that fills the cluster forgets after each of thousands of placements).
-        ended_in: dict[int, list[int]] = {}
+        tenant_of = [t[1] for t in turns]  # the turn signature's tenant (_number_turns)
+        # The signatures remembered since they last forgot, per pool and tenant (None: those that waited for a leaf):
+        # forgetting costs what was remembered, not a walk of every pool's turns (a round that fills the cluster
+        # forgets after each of thousands of placements).
+        ended_in: dict[int, dict[str | None, list[int]]] = {}
         # What runs read (see below): the remembered turns of the turn numbers none of whose jobs might end before its
         # pool's earliest reservation, by their signature without the reservation bit.
         bulk: dict[int, tuple[str, str | None]] = {}
 
-        def forget(pool: int, tries_before: int) -> None:
-            if counters["preemption_attempts"] != tries_before:
+        def forget(pool: int, tenant: str, before: int) -> None:
+            """After a turn of `pool` and `tenant` that changed something (as far as `reach` says); `before`: the
+            round's preemption tries before it."""
+            if reach[0] == _CHANGED_ALL or (counters["preemption_attempts"] != before and not preempt_budget()):
                 ended.clear()
                 ended_in.clear()
                 bulk.clear()
+                return
+            if reach[0] == _CHANGED_POOL:
+                per = ended_in.pop(pool, None)
+                lists = per.values() if per else ()
+            elif reach[0] == _CHANGED_TENANT:
+                per = ended_in.get(pool)
+                lists = (per.pop(tenant, ()), per.pop(None, ())) if per else ()
             else:
-                sigs = ended_in.pop(pool, None)
-                if sigs:
-                    for s in sigs:
-                        ended.pop(s, None)
-                        bulk.pop(s, None)
+                return
+            for sigs in lists:
+                for s in sigs:
+                    ended.pop(s, None)
+                    bulk.pop(s, None)
 
         # Each job's reason in queue order beside the dict (Decisions.queue_reasons): a remembered turn's here, the
         # others' (`turned`, by place) once the round has placed what it places.
@@ -721,9 +750,10 @@ class _Round:
                     say(None)
                     tries = counters["preemption_attempts"]
                     blocks = block_gpus(st, off[1])
+                    reach[0] = _CHANGED_NOTHING
                     changed = process(job_of[jid], False, turns[tid][0]) is None
                     if changed:
-                        forget(pool_of[tid], tries)
+                        forget(pool_of[tid], tenant_of[tid], tries)
                     unblock_gpus(st, blocks)
                     i += 1
                     if changed and counters["placed"] >= limit:
@@ -764,15 +794,24 @@ class _Round:
             turned.append(i)
             say(None)
             tries = counters["preemption_attempts"]
+            reach[0] = _CHANGED_NOTHING
             out = process(job_of[jid], True, turns[tid][0])
             if out is None:
-                forget(pool_of[tid], tries)
+                forget(pool_of[tid], tenant_of[tid], tries)
                 if counters["placed"] >= limit:
                     i += 1
                     break
             elif remember:
                 ended[sig] = out
-                ended_in.setdefault(pool_of[tid], []).append(sig)
+                per = ended_in.get(pool_of[tid])
+                if per is None:
+                    per = ended_in[pool_of[tid]] = {}
+                who = tenant_of[tid] if out[1] != "leaf_waits" else None
+                sigs = per.get(who)
+                if sigs is None:
+                    per[who] = [sig]
+                else:
+                    sigs.append(sig)
                 if sig == tid + tid and starts[tid] == _NINF:
                     bulk[sig] = out
             i += 1

@@ -61,6 +61,30 @@ def test_jobs_alike_but_for_their_tenant_get_each_their_tenants_reason():
     assert d.stats["quota_blocked"] == 20
 
 
+def test_a_placement_forgets_the_remembered_turns_of_its_tenant():
+    # n4 has 2 GPUs free; no reservations. Tenant a may use 8 GPUs, no borrowing. Jobs 1 and 2 (8 GPUs, alike) wait
+    # for GPUs: job 2's turn is job 1's, remembered. Job 3 (1 GPU) starts: a now uses 1. Job 4, alike to 1 and 2,
+    # would take a to 9: refused by quota, not told job 2's reason (a turn remembered before its tenant's placement is
+    # forgotten).
+    b = two_leaves()
+    b.pool(1, "train")
+    b.tenant("a", {1: (8, 0)})
+    b.tenant("b", {1: (64, 0)})
+    for i, h in enumerate(("n1", "n2", "n3")):
+        b.run(20 + i, {h: list(range(8))}, tenant="b")
+    b.run(23, {"n4": list(range(6))}, tenant="b")
+    for j, gpus in ((1, 8), (2, 8), (3, 1), (4, 8)):
+        b.job(j, gpus=gpus, tenant="a")
+    cfg = config(service_order=False, service_preemption=False, reservations_per_pool=0)
+    d = schedule(b.snapshot(cfg), FifoPolicy())
+    assert [p.job_id for p in d.placements] == [3]
+    assert d.pending_reasons[1] == d.pending_reasons[2]
+    assert not d.pending_reasons[2].startswith("tenant quota")
+    assert d.pending_reasons[4] == (
+        "tenant quota: 1 GPU in use + 8 asked = 9, more than 8 guaranteed + 0 borrowable = 8"
+    )
+
+
 def _full(b, **kw):
     """n1-n4 (32 GPUs) all held by four running jobs 20-23."""
     for i, h in enumerate(("n1", "n2", "n3", "n4")):
