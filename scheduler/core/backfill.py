@@ -56,7 +56,8 @@ Ends = list[tuple[float, int, list[tuple[GpuSlot, Share]]]]  # (expected end, jo
 _END_THEN_ID = itemgetter(0, 1)
 _LAST_ID = float("inf")  # after every job id in a (time, id) key
 _MOST_SOON_S = 60.0  # a job past its estimate ends at most this long after now (see _term)
-_REBUILD_SHARE = 8  # a line rebuilt rather than updated when more than 1/8 of its jobs changed
+_REBUILD_SHARE = 2  # a line rebuilt rather than updated when more than half its jobs changed (an update of a job
+# costs about what a build of it costs, and the round after one that started 1,000 jobs should not build)
 
 
 def _term(rj: RunningJob, default_run: float) -> tuple:

@@ -148,7 +148,9 @@ class MoveWatch:
         """The watched jobs for the state's running jobs now (some may have been dropped this round since)."""
         watch = st.move_watch
         if watch is not None:
-            changes = st.changes_since(watch.epoch, len(st.running))
+            # A job brought up to date costs what it costs in a build: updated while fewer changed than run (the
+            # round after one that started 1,000 jobs, too).
+            changes = st.changes_since(watch.epoch, len(st.running), 1)
             if changes is None:
                 watch = None
             elif changes:
