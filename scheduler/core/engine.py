@@ -407,7 +407,7 @@ class _Round:
             """The round may still try a preemption."""
             return counters["preemption_attempts"] < max_attempts and counters["victims"] < max_victims
 
-        reach = [_CHANGED_NOTHING]  # how far the last turn changed what turns read (`forget`)
+        reach = _CHANGED_NOTHING  # how far the last turn changed what turns read (`forget`)
 
         def process(job: JobRequest, cacheable: bool, key: tuple) -> tuple[str, str | None] | None:
             """One job's turn. `cacheable`: its outcome may stand for its equivalence class (False for a
@@ -416,7 +416,10 @@ class _Round:
             Returns (its reason, the counter it added one to) when its turn changed nothing but its own
             reason and that counter: no search, preemption try, reservation or blocker. Until a later turn
             changes something, a job alike in everything the turn read (its turn signature, `_number_turns`, and
-            whether it would end before its pool's earliest reservation) ends the same."""
+            whether it would end before its pool's earliest reservation) ends the same. Otherwise it sets how far
+            its change reached (`reach`)."""
+            nonlocal reach
+            reach = _CHANGED_NOTHING
             jid = job.id
             note: float | None = None  # seconds until a victim it needs has run its minimum time
             entry = ctx_cache.get(key)
@@ -463,7 +466,7 @@ class _Round:
                     reasons_out[jid] = msg
                     if not backfill:
                         pool_blocker.setdefault(pool, jid)
-                    reach[0] = _CHANGED_ALL
+                    reach = _CHANGED_ALL
                     return None
                 note0 = self._min_run_wait.pop(jid, None)
                 if note0 is not None:
@@ -503,7 +506,7 @@ class _Round:
                         r.rehold(placer)
                     if cand is not None:
                         counters["placed_backfill_window"] += 1
-                        reach[0] = _CHANGED_TENANT
+                        reach = _CHANGED_TENANT
                         return None
                 if cand is not None and cand.level >= LEVEL_POD_GROUP and cfg.leaf_wait and not ctx.require:
                     waited = self._leaf_wait(job, ctx, cand, leaf_waits, multi_waiting.get(pool, 0))
@@ -519,11 +522,11 @@ class _Round:
                         pool_res.setdefault(pool, []).append(held)
                         res_start[pool] = min(r.start_at for r in pool_res[pool])
                         leaf_held.add(jid)
-                        reach[0] = _CHANGED_POOL
+                        reach = _CHANGED_POOL
                         return None
                 if cand is not None:
                     self._place(job, ctx, cand, verdict)
-                    reach[0] = _CHANGED_TENANT
+                    reach = _CHANGED_TENANT
                     return None
                 reason = placer.fail_reason(ctx)
                 if res_list and not short:
@@ -557,7 +560,7 @@ class _Round:
                         reasons_out[jid] = reasons.waiting_for_stopping(reason)
                         if not backfill:
                             pool_blocker.setdefault(pool, jid)
-                        reach[0] = _CHANGED_POOL
+                        reach = _CHANGED_POOL
                         return None
                 pkey = (key, prio, verdict.in_quota, job.tenant, floor)
                 if pkey not in preempt_fail:
@@ -575,7 +578,7 @@ class _Round:
                         reasons_out[jid] = msg
                         if not backfill:
                             pool_blocker.setdefault(pool, jid)
-                        reach[0] = _CHANGED_ALL
+                        reach = _CHANGED_ALL
                         return None
                     note = self._min_run_wait.pop(jid, None)
                     if cacheable:
@@ -594,7 +597,7 @@ class _Round:
                     and sum(1 for r in lst if r.job_id not in leaf_held) < cfg.reservations_per_pool
                 ):
                     trivial = False
-                    reach[0] = _CHANGED_POOL
+                    reach = _CHANGED_POOL
                     res_tried[pool] = tried + 1
                     res_tried_keys.add(key)
                     planned = plan_reservation(placer, ctx, self.started)
@@ -610,7 +613,7 @@ class _Round:
                         reason = reasons.reserved(reason, start_at - now)
             elif pool not in pool_blocker:
                 trivial = False
-                reach[0] = _CHANGED_POOL
+                reach = _CHANGED_POOL
                 pool_blocker[pool] = jid
             reason = reasons_out[jid] = reason if note is None else reasons.min_run_wait(reason, note)
             return (reason, "class_skips") if trivial else None
@@ -659,15 +662,15 @@ class _Round:
         def forget(pool: int, tenant: str, before: int) -> None:
             """After a turn of `pool` and `tenant` that changed something (as far as `reach` says); `before`: the
             round's preemption tries before it."""
-            if reach[0] == _CHANGED_ALL or (counters["preemption_attempts"] != before and not preempt_budget()):
+            if reach == _CHANGED_ALL or (counters["preemption_attempts"] != before and not preempt_budget()):
                 ended.clear()
                 ended_in.clear()
                 bulk.clear()
                 return
-            if reach[0] == _CHANGED_POOL:
+            if reach == _CHANGED_POOL:
                 per = ended_in.pop(pool, None)
                 lists = per.values() if per else ()
-            elif reach[0] == _CHANGED_TENANT:
+            elif reach == _CHANGED_TENANT:
                 per = ended_in.get(pool)
                 lists = (per.pop(tenant, ()), per.pop(None, ())) if per else ()
             else:
@@ -750,7 +753,6 @@ class _Round:
                     say(None)
                     tries = counters["preemption_attempts"]
                     blocks = block_gpus(st, off[1])
-                    reach[0] = _CHANGED_NOTHING
                     changed = process(job_of[jid], False, turns[tid][0]) is None
                     if changed:
                         forget(pool_of[tid], tenant_of[tid], tries)
@@ -794,7 +796,6 @@ class _Round:
             turned.append(i)
             say(None)
             tries = counters["preemption_attempts"]
-            reach[0] = _CHANGED_NOTHING
             out = process(job_of[jid], True, turns[tid][0])
             if out is None:
                 forget(pool_of[tid], tenant_of[tid], tries)
@@ -803,15 +804,8 @@ class _Round:
                     break
             elif remember:
                 ended[sig] = out
-                per = ended_in.get(pool_of[tid])
-                if per is None:
-                    per = ended_in[pool_of[tid]] = {}
                 who = tenant_of[tid] if out[1] != "leaf_waits" else None
-                sigs = per.get(who)
-                if sigs is None:
-                    per[who] = [sig]
-                else:
-                    sigs.append(sig)
+                ended_in.setdefault(pool_of[tid], {}).setdefault(who, []).append(sig)
                 if sig == tid + tid and starts[tid] == _NINF:
                     bulk[sig] = out
             i += 1

@@ -881,7 +881,7 @@ class ClusterState:
                 self._changes = changed
         return self._changes
 
-    def changes_since(self, epoch: int, size: int, share: int = 8) -> set[int] | None:
+    def changes_since(self, epoch: int, size: int, share: int) -> set[int] | None:
         """For a structure kept over the running jobs, last brought up to date at `epoch` and holding `size` of them:
         the jobs it must read again (none while it is up to date), or None where building it afresh is the better
         way (it is more than one snapshot behind, or more than 1 / `share` of its size changed)."""
