@@ -243,11 +243,12 @@ def plan_reservation(
                 return end, cand
             if probes >= limit:
                 # Release the rest and try once more: the reservation is then at the last end.
+                rest: list[tuple[GpuSlot, Share]] = []
                 while nxt is not None:
                     end, _, held = nxt
                     nxt = next(ends, None)
-                    for g, sh in held:
-                        release(g, sh)
+                    rest += held
+                st.release_many(rest)
                 cand = placer.find(ctx)
                 return (end, cand) if cand is not None else None
         return None

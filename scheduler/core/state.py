@@ -24,8 +24,8 @@ reservations) and undo it exactly.
 from __future__ import annotations
 
 from dataclasses import replace
-from itertools import compress
-from operator import attrgetter, is_not
+from itertools import compress, groupby
+from operator import attrgetter, is_not, itemgetter
 from typing import Any
 
 from scheduler.core import mig as miglib
@@ -47,6 +47,7 @@ _node_shape = attrgetter(
     "hostname", "schedulable", "storage", "nvlink_islands", "hca_gbps", "up", "cpu_milli", "memory_mib"
 )
 _gpu_shape = attrgetter("id", "index", "model", "memory_mib", "healthy", "nvlink_gbps")
+_FIRST = itemgetter(0)  # a journal entry's was-hold flag
 
 
 def _gpu_order(g: GpuSlot) -> tuple[int, int]:
@@ -321,6 +322,10 @@ class ClusterState:
         # Nodes whose GPUs a hold or release changed since the state was built or brought to a snapshot: what
         # `advance` reads again (with the nodes whose state the snapshot changed).
         self.touched: set[NodeSlot] = set()
+        # While a journal is open, `touched` holds the nodes changed inside it and this the nodes changed before it:
+        # a journal undone to its start, of whole GPUs only, leaves its nodes as they were, and they are not read again.
+        self._touched_outside: set[NodeSlot] | None = None
+        self._journal_plain = True  # no change in the open journal but holds and releases of whole GPUs
         # Running job -> (its job_gpus list, its GPUs per eligible node: ((id(partition), node, GPUs), ...)), for the
         # preemption index (preemption.VictimClasses). A kept index keeps a job's list while its GPUs are unchanged,
         # and nodes, partitions and eligibility while it is kept: the counts of the same list stand.
@@ -591,6 +596,9 @@ class ClusterState:
         self.params = snapshot.config.cost
         self.pools = {p.id: p for p in snapshot.pools}
         self.warnings = list(self._built_warnings)
+        if self._touched_outside is not None:  # a journal left open by a round that failed: its nodes are read again
+            self.touched |= self._touched_outside
+            self._touched_outside = None
         self.journal_log, self._journal_depth, self.sig_dirty = None, 0, None
         if snapshot.link_utilisation != prev.link_utilisation or snapshot.link_errors != prev.link_errors:
             self._live_network(snapshot)
@@ -807,6 +815,8 @@ class ClusterState:
                 g.ts_reps.add(sh.replica)
         if self.journal_log is not None:
             self.journal_log.append((True, g, sh))
+            if kind != "whole" or sh.host_cpu_milli or sh.host_memory_mib:
+                self._journal_plain = False
         self._refresh(g)
 
     def release(self, g: GpuSlot, sh: Share) -> None:
@@ -831,13 +841,77 @@ class ClusterState:
                 g.ts_reps.discard(sh.replica)
         if self.journal_log is not None:
             self.journal_log.append((False, g, sh))
+            if kind != "whole" or sh.host_cpu_milli or sh.host_memory_mib:
+                self._journal_plain = False
         self._refresh(g)
+
+    def release_many(self, pairs: list[tuple[GpuSlot, Share]]) -> None:
+        """release() of each (GPU, share) in order: the same state, indexes and the order within them included, and
+        the same journal. A run of whole GPUs of exclusive partitions moves each node between the free-GPU buckets
+        once, not once per GPU (a reservation plan past its probe limit releases thousands)."""
+        self._apply_in_bulk(pairs, hold=False)
+
+    def _apply_in_bulk(self, pairs, hold: bool) -> None:
+        """hold() or release() of each (GPU, share) in order (`_bulk_run` for the runs that allow it)."""
+        run: list[tuple[GpuSlot, Share]] = []
+        one = self.hold if hold else self.release
+        for pair in pairs:
+            g, sh = pair
+            part = g.node.part
+            if (
+                sh.kind == "whole"
+                and not (sh.host_cpu_milli or sh.host_memory_mib)
+                and (part is None or part.sharing == "exclusive")
+            ):
+                run.append(pair)
+                continue
+            if run:
+                self._bulk_run(run, hold)
+                run = []
+            one(g, sh)
+        if run:
+            self._bulk_run(run, hold)
+
+    def _bulk_run(self, pairs: list[tuple[GpuSlot, Share]], hold: bool) -> None:
+        """hold() or release() of whole GPUs without host resources, on exclusive partitions (or none), in order. Each
+        GPU's count and its node's free mask change as one at a time would change them; the node's buckets (whose
+        dicts keep the order nodes came in) are moved once, in the order of each node's last change of its free count,
+        which is where the GPU-at-a-time moves leave each node."""
+        changed = self._changed
+        for node in dict.fromkeys([g.node for g, _ in pairs]):  # each node once, as first changed
+            changed(node)
+        if self.journal_log is not None:
+            self.journal_log += [(hold, g, sh) for g, sh in pairs]
+        masks: dict[NodeSlot, int] = {}
+        last: dict[NodeSlot, int] = {}
+        i = 0
+        for g, _ in pairs:
+            node = g.node
+            if hold:
+                g.excl += 1
+            elif g.excl:
+                g.excl -= 1
+            mask = masks.get(node, node.free_mask)
+            if g.healthy and node.eligible and not (g.excl or g.mps_pct or g.mps_mem or g.mig_mask or g.ts_used):
+                new = mask | g.bit
+            else:
+                new = mask & ~g.bit
+            if new != mask:
+                masks[node] = new
+                last[node] = i
+            i += 1
+        # A run only holds or only releases: a node's count moves one way, so each node whose mask changed is in
+        # `last`, and moves once.
+        set_free = self._set_node_free
+        for node in sorted(last, key=last.__getitem__):
+            set_free(node, masks[node])
 
     def hold_host(self, hostname: str, cpu_milli: int, memory_mib: int) -> None:
         """Host CPU and memory taken on a node by work that holds no GPU (a replay's CPU-only pods): not
         journaled, not released by any job."""
         node = self.nodes[hostname]
         self._changed(node)
+        self._journal_plain = False  # not journaled: not undone
         node.take_host(cpu_milli, memory_mib)
 
     def share_fits(self, g: GpuSlot, sh: Share) -> bool:
@@ -927,6 +1001,8 @@ class ClusterState:
         if self.journal_log is None:
             self.journal_log = []
             self._journal_depth = 0
+            self._touched_outside, self.touched = self.touched, set()
+            self._journal_plain = True
         self._journal_depth += 1
         return len(self.journal_log)
 
@@ -937,20 +1013,25 @@ class ClusterState:
         entries = log[mark:]
         del log[mark:]
         self.journal_log = None
-        for was_hold, g, sh in reversed(entries):
-            if was_hold:
-                self.release(g, sh)
-            else:
-                self.hold(g, sh)
-        self._close_journal(log)
+        for was_hold, run in groupby(reversed(entries), key=_FIRST):
+            self._apply_in_bulk([(g, sh) for _, g, sh in run], hold=not was_hold)
+        self._close_journal(log, undone=mark == 0)
 
     def keep(self, mark: int) -> None:
         """Close the journal level opened at `mark`, keeping its changes (an outer level can still undo them)."""
-        self._close_journal(self.journal_log)
+        self._close_journal(self.journal_log, undone=False)
 
-    def _close_journal(self, log: list | None) -> None:
+    def _close_journal(self, log: list | None, undone: bool) -> None:
+        """`undone`: every change since the journal's start was undone (only the outermost level's start counts)."""
         self._journal_depth -= 1
-        self.journal_log = log if self._journal_depth > 0 else None
+        if self._journal_depth > 0:
+            self.journal_log = log
+            return
+        self.journal_log = None
+        inside, self.touched = self.touched, self._touched_outside
+        self._touched_outside = None
+        if not (undone and self._journal_plain):
+            self.touched |= inside
 
     # ------------------------------------------------------------------ accounting helpers
 

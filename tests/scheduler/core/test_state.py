@@ -177,6 +177,97 @@ def test_a_nested_journal_mark_rolls_back_only_its_own_changes():
     assert st.journal_log is None
 
 
+def three_full_nodes():
+    b = SnapBuilder()
+    b.spine("S1")
+    b.leaf("L1", ["n1", "n2", "n3"], {"S1": 1}, gpus=2)
+    b.pool(1, "shared")
+    st = state_of(b)
+    for g in st.gpus.values():
+        st.hold(g, Share(g.id, "whole"))
+    st.touched = set()
+    return b, st
+
+
+def _bucket_names(st, k):
+    (part,) = st.partitions.values()
+    return [n.name for n in part.buckets[k]]
+
+
+@pytest.mark.parametrize("bulk", [True, False], ids=["release_many", "one-at-a-time"])
+def test_release_many_leaves_the_buckets_in_the_order_one_release_at_a_time_does(bulk):
+    # Releases in order n1:0, n2:0, n2:1, n3:0, n1:1 move nodes between the free-count buckets (n1 changes first but
+    # comes to 2 free last): n1 0->1: 1 [n1] / n2 0->1: 1 [n1, n2] / n2 1->2: 1 [n1], 2 [n2] / n3 0->1: 1 [n1, n3] /
+    # n1 1->2: 1 [n3], 2 [n2, n1].
+    b, st = three_full_nodes()
+    order = [("n1", 0), ("n2", 0), ("n2", 1), ("n3", 0), ("n1", 1)]
+    pairs = [(st.gpus[b.gpu_id(n, i)], Share(b.gpu_id(n, i), "whole")) for n, i in order]
+    mark = st.journal()
+    if bulk:
+        st.release_many(pairs)
+    else:
+        for g, sh in pairs:
+            st.release(g, sh)
+    assert _bucket_names(st, 1) == ["n3"]
+    assert _bucket_names(st, 2) == ["n2", "n1"]
+    assert [(n.name, n.n_free, n.free_mask) for n in st.nodes.values()] == [("n1", 2, 3), ("n2", 2, 3), ("n3", 1, 1)]
+    assert [(was_hold, g.id) for was_hold, g, _ in st.journal_log] == [(False, g.id) for g, _ in pairs]
+    # Undone in reverse, n1:1 n3:0 n2:1 n2:0 n1:0: n1 2->1: 1 [n3, n1] / n3 1->0: 1 [n1] / n2 2->1: 1 [n1, n2] /
+    # n2 1->0: 1 [n1] / n1 1->0: every node full again.
+    st.rollback(mark)
+    assert [n.n_free for n in st.nodes.values()] == [0, 0, 0]
+    assert _bucket_names(st, 1) == [] and _bucket_names(st, 2) == []
+
+
+def test_a_rollback_leaves_the_buckets_in_the_order_undoing_one_change_at_a_time_does():
+    # All free: 2 [n1, n2, n3]. Holds n1:0, n2:0, n2:1, n3:0, n1:1 leave every node full. Undone in reverse:
+    # n1:1 n1 0->1: 1 [n1] / n3:0 n3 1->2: 2 [n3] / n2:1 n2 0->1: 1 [n1, n2] / n2:0 n2 1->2: 1 [n1], 2 [n3, n2] /
+    # n1:0 n1 1->2: 2 [n3, n2, n1] (the order of each node's last change, not its first).
+    b, st = three_full_nodes()
+    for g in st.gpus.values():
+        st.release(g, Share(g.id, "whole"))
+    assert _bucket_names(st, 2) == ["n1", "n2", "n3"]
+    mark = st.journal()
+    for n, i in [("n1", 0), ("n2", 0), ("n2", 1), ("n3", 0), ("n1", 1)]:
+        st.hold(st.gpus[b.gpu_id(n, i)], Share(b.gpu_id(n, i), "whole"))
+    st.rollback(mark)
+    assert _bucket_names(st, 2) == ["n3", "n2", "n1"]
+    assert _bucket_names(st, 1) == []
+
+
+def test_a_journal_undone_to_its_start_leaves_its_nodes_to_be_read_again_only_if_changed_outside_it():
+    # n1 changed before the journal; n2 only inside it, undone: the next advance reads n1 again, not n2.
+    b, st = three_full_nodes()
+    g1, g2 = st.gpus[b.gpu_id("n1", 0)], st.gpus[b.gpu_id("n2", 0)]
+    st.release(g1, Share(g1.id, "whole"))
+    mark = st.journal()
+    st.release(g2, Share(g2.id, "whole"))
+    st.rollback(mark)
+    assert {n.name for n in st.touched} == {"n1"}
+
+
+def test_a_journal_kept_leaves_its_nodes_to_be_read_again():
+    b, st = three_full_nodes()
+    g2 = st.gpus[b.gpu_id("n2", 0)]
+    mark = st.journal()
+    st.release(g2, Share(g2.id, "whole"))
+    st.keep(mark)
+    assert {n.name for n in st.touched} == {"n2"}
+
+
+def test_a_journal_undone_after_a_share_with_host_resources_leaves_its_nodes_to_be_read_again():
+    # Host CPU given back and taken again is not a whole GPU's count: the node is read again, as before journals.
+    b, st = three_full_nodes()
+    g2 = st.gpus[b.gpu_id("n2", 0)]
+    sh = Share(g2.id, "whole", host_cpu_milli=1000)
+    st.hold(g2, sh)  # now held twice
+    st.touched = set()
+    mark = st.journal()
+    st.release(g2, sh)
+    st.rollback(mark)
+    assert {n.name for n in st.touched} == {"n2"}
+
+
 def test_no_share_fits_an_unhealthy_gpu_a_held_gpu_or_a_drained_node():
     # Three 1-GPU nodes, pool over all: n1's GPU is unhealthy, n2's held whole by job 9, n3 is drained. Each alone
     # rules the GPU out, whatever the share (a whole one here, which an empty GPU would take).
