@@ -50,6 +50,12 @@ _gpu_shape = attrgetter("id", "index", "model", "memory_mib", "healthy", "nvlink
 _FIRST = itemgetter(0)  # a journal entry's was-hold flag
 
 
+def _plain(sh: Share) -> bool:
+    """A whole GPU without host CPU or memory: holding and releasing it changes one count, which undoing restores
+    exactly (ClusterState's journals)."""
+    return sh.kind == "whole" and not (sh.host_cpu_milli or sh.host_memory_mib)
+
+
 def _gpu_order(g: GpuSlot) -> tuple[int, int]:
     return (g.node.seq, g.pos)
 
@@ -815,7 +821,7 @@ class ClusterState:
                 g.ts_reps.add(sh.replica)
         if self.journal_log is not None:
             self.journal_log.append((True, g, sh))
-            if kind != "whole" or sh.host_cpu_milli or sh.host_memory_mib:
+            if not _plain(sh):
                 self._journal_plain = False
         self._refresh(g)
 
@@ -841,7 +847,7 @@ class ClusterState:
                 g.ts_reps.discard(sh.replica)
         if self.journal_log is not None:
             self.journal_log.append((False, g, sh))
-            if kind != "whole" or sh.host_cpu_milli or sh.host_memory_mib:
+            if not _plain(sh):
                 self._journal_plain = False
         self._refresh(g)
 
@@ -858,11 +864,7 @@ class ClusterState:
         for pair in pairs:
             g, sh = pair
             part = g.node.part
-            if (
-                sh.kind == "whole"
-                and not (sh.host_cpu_milli or sh.host_memory_mib)
-                and (part is None or part.sharing == "exclusive")
-            ):
+            if _plain(sh) and (part is None or part.sharing == "exclusive"):
                 run.append(pair)
                 continue
             if run:
@@ -884,8 +886,7 @@ class ClusterState:
             self.journal_log += [(hold, g, sh) for g, sh in pairs]
         masks: dict[NodeSlot, int] = {}
         last: dict[NodeSlot, int] = {}
-        i = 0
-        for g, _ in pairs:
+        for i, (g, _) in enumerate(pairs):
             node = g.node
             if hold:
                 g.excl += 1
@@ -899,7 +900,6 @@ class ClusterState:
             if new != mask:
                 masks[node] = new
                 last[node] = i
-            i += 1
         # A run only holds or only releases: a node's count moves one way, so each node whose mask changed is in
         # `last`, and moves once.
         set_free = self._set_node_free
